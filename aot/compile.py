@@ -1,0 +1,274 @@
+"""Compile: cross-compile variants to cubins with Triton, in parallel, through a cache.
+
+Triton 3.6 ships ptxas, so any machine compiles for any target arch; no GPU is needed.
+Each variant is compiled with its specialization assumptions given to Triton exactly as
+its JIT would (``tt.divisibility`` 16 on an argument; an argument equal to 1 becomes a
+compile-time constant and leaves the parameter list). A variant that fails is a result
+with its reason, never an exception that stops the build.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loader.manifest import TRITON_SCRATCH_ARGS
+
+from . import cubin as cubin_mod
+from .cache import CompileCache, key_of
+from .plan import Instance, Plan, Variant
+from .progress import Progress
+from .targets import resolve
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs, picklable: the Triton call for one variant."""
+
+    source: str
+    function: str
+    signature: tuple[tuple[str, str], ...]  # every parameter, "constexpr" for constants
+    constexprs: tuple[tuple[str, int], ...]
+    divisible: tuple[int, ...]  # parameter indices assumed divisible by 16
+    sm: int
+    num_warps: int
+    num_stages: int
+
+
+@dataclass(frozen=True)
+class Compiled:
+    variant: Variant
+    ok: bool
+    reason: str = ""
+    cubin: bytes = b""
+    function: str = ""
+    shared: int = 0
+    regs: int = 0
+    abi: tuple[str, ...] = ()  # runtime parameters passed at launch, in order
+    cached: bool = False
+
+
+def job_for(plan: Plan, inst: Instance, variant: Variant) -> Job:
+    kr = inst.kernel
+    src = plan.sources[kr.name]
+    dtypes = dict(variant.dtypes)
+    assume = dict(variant.spec.assume)
+    constexprs: dict[str, int] = {**kr.fixed, **dict(variant.config.meta)}
+    signature: list[tuple[str, str]] = []
+    divisible: list[int] = []
+    for i, name in enumerate(src.arg_names):
+        if name in src.constexprs:
+            signature.append((name, "constexpr"))
+        elif assume.get(name) == 1:
+            signature.append((name, "constexpr"))
+            constexprs[name] = 1
+        else:
+            ty = kr.signature[name]
+            if ty.startswith("*") and ty[1:] in dtypes:
+                ty = "*" + dtypes[ty[1:]]
+            signature.append((name, ty))
+            if assume.get(name) == 16:
+                divisible.append(i)
+    return Job(
+        source=str(kr.source),
+        function=kr.function,
+        signature=tuple(signature),
+        constexprs=tuple(sorted(constexprs.items())),
+        divisible=tuple(divisible),
+        sm=inst.target.cc[0] * 10 + inst.target.cc[1],
+        num_warps=variant.config.num_warps,
+        num_stages=variant.config.num_stages,
+    )
+
+
+def cache_key(plan: Plan, inst: Instance, job: Job) -> str:
+    import triton
+
+    src = plan.sources[inst.kernel.name]
+    return key_of(
+        {
+            "triton": triton.__version__,
+            "fn": src.cache_key,
+            "file": src.file_sha256,
+            "job": {**job.__dict__, "source": None},
+        }
+    )
+
+
+def run_job(job: Job) -> dict[str, Any]:
+    """Compile one variant (in a worker process). Returns a JSON-able record + cubin."""
+    try:
+        import triton
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import ASTSource
+
+        from .source import jit_function
+
+        fn = jit_function(Path(job.source), job.function)
+        target = GPUTarget("cuda", job.sm, 32)
+        backend = triton.compiler.make_backend(target)
+        options = backend.parse_options({"num_warps": job.num_warps, "num_stages": job.num_stages})
+        src = ASTSource(
+            fn=fn,
+            signature=dict(job.signature),
+            constexprs=dict(job.constexprs),
+            attrs={(i,): [["tt.divisibility", 16]] for i in job.divisible},
+        )
+        compiled = triton.compile(src, target=target, options=options.__dict__)
+        md = compiled.metadata
+        unsupported = [
+            what
+            for what, bad in (
+                ("global scratch memory", getattr(md, "global_scratch_size", 0) > 0),
+                ("profile scratch memory", getattr(md, "profile_scratch_size", 0) > 0),
+                ("thread-block clusters", getattr(md, "num_ctas", 1) != 1),
+                ("cooperative launch", bool(getattr(md, "launch_cooperative_grid", False))),
+                ("programmatic dependent launch", bool(getattr(md, "launch_pdl", False))),
+                ("tensor descriptors", bool(getattr(md, "tensordesc_meta", None))),
+            )
+            if bad
+        ]
+        if unsupported:
+            return {"ok": False, "reason": f"needs {', '.join(unsupported)} (not supported in v1)"}
+        cubin: bytes = compiled.asm["cubin"]
+        return {
+            "ok": True,
+            "function": md.name,
+            "shared": int(md.shared),
+            "cubin": cubin,
+        }
+    except Exception as exc:  # a failing candidate is a result, not a crash
+        return {"ok": False, "reason": _reason(exc)}
+
+
+def _reason(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    # Triton's CompilationError puts the source excerpt first and the cause last.
+    text = lines[-1] if lines else ""
+    if "out of resource" in str(exc).lower():
+        text = next((ln for ln in lines if "out of resource" in ln.lower()), text)
+    return f"{type(exc).__name__}: {text}"[:400]
+
+
+def _worker_init(triton_cache: str | None) -> None:
+    if triton_cache:
+        os.environ.setdefault("TRITON_CACHE_DIR", triton_cache)
+    import triton  # noqa: F401 - pay the import once per worker, not per job
+
+
+def compile_variants(
+    plan: Plan,
+    variants: Iterable[tuple[Instance, Variant]],
+    *,
+    cache: CompileCache,
+    jobs: int,
+    progress: bool = True,
+) -> dict[Variant, Compiled]:
+    """Compile what is not cached, ``jobs`` at a time. Returns one result per variant."""
+    todo: list[tuple[Instance, Variant, Job, str]] = []
+    results: dict[Variant, Compiled] = {}
+    seen: set[Variant] = set()
+    for inst, var in variants:
+        if var in seen:
+            continue
+        seen.add(var)
+        job = job_for(plan, inst, var)
+        key = cache_key(plan, inst, job)
+        hit = cache.get(key)
+        if hit is not None:
+            results[var] = _finish(inst, var, job, hit[0], hit[1], cached=True)
+        else:
+            todo.append((inst, var, job, key))
+    # Variants of one arch share cubins across targets (H100 and H200 are both sm_90).
+    unique: dict[str, Job] = {key: job for _, _, job, key in todo}
+    records = _run_all(list(unique.items()), jobs, progress, cache)
+    for inst, var, job, key in todo:
+        rec = records[key]
+        results[var] = _finish(inst, var, job, rec, rec.get("cubin", b""), cached=False)
+    return results
+
+
+def _run_all(
+    items: Sequence[tuple[str, Job]], jobs: int, progress: bool, cache: CompileCache
+) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    if not items:
+        return out
+    bar = Progress(len(items), "compile", enabled=progress)
+
+    def record(key: str, rec: dict[str, Any]) -> None:
+        out[key] = rec
+        cache.put(key, {k: v for k, v in rec.items() if k != "cubin"}, rec.get("cubin", b""))
+        bar.advance("" if rec["ok"] else "failed")
+
+    triton_cache = str(cache.root.parent / "triton") if cache.root else None
+    if jobs <= 1 or len(items) == 1:
+        _worker_init(triton_cache)
+        for key, job in items:
+            record(key, run_job(job))
+        bar.close()
+        return out
+    crashed: list[tuple[str, Job]] = []
+    ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold a CUDA context
+    with cf.ProcessPoolExecutor(
+        max_workers=min(jobs, len(items)),
+        mp_context=ctx,
+        initializer=_worker_init,
+        initargs=(triton_cache,),
+    ) as pool:
+        futures = {pool.submit(run_job, job): (key, job) for key, job in items}
+        for fut in cf.as_completed(futures):
+            key, job = futures[fut]
+            try:
+                record(key, fut.result())
+            except cf.process.BrokenProcessPool:
+                crashed.append((key, job))
+    # A compiler crash (segfault in MLIR, say) breaks the whole pool; rerun the affected
+    # jobs one at a time, each in its own process, to pin the crash on the right variant.
+    for key, job in crashed:
+        with cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init,
+                                    initargs=(triton_cache,)) as solo:  # fmt: skip
+            try:
+                record(key, solo.submit(run_job, job).result())
+            except cf.process.BrokenProcessPool:
+                out[key] = {"ok": False, "reason": "the Triton compiler crashed (process died)"}
+                bar.advance("crashed")
+    bar.close()
+    return out
+
+
+def _finish(
+    inst: Instance, var: Variant, job: Job, rec: dict[str, Any], cubin: bytes, *, cached: bool
+) -> Compiled:
+    if not rec.get("ok"):
+        return Compiled(var, False, reason=str(rec.get("reason", "unknown failure")), cached=cached)
+    info = cubin_mod.inspect(cubin)
+    fn = str(rec["function"])
+    regs = info.regs.get(fn, max(info.regs.values(), default=0))
+    abi = tuple(n for n, t in job.signature if t != "constexpr")
+    nparams = info.params.get(fn)
+    if nparams is not None and nparams != len(abi) + TRITON_SCRATCH_ARGS:
+        return Compiled(
+            var,
+            False,
+            reason=f"cubin takes {nparams} parameters, expected {len(abi)} + "
+            f"{TRITON_SCRATCH_ARGS} scratch (unknown Triton ABI)",
+            cached=cached,
+        )
+    gpu = resolve(inst.target.name)
+    shared = int(rec["shared"])
+    threads = var.config.num_warps * 32
+    if shared > gpu.smem_per_block:
+        reason = f"needs {shared} B shared memory; {gpu.name} allows {gpu.smem_per_block}"
+        return Compiled(var, False, reason=reason, cached=cached)
+    if regs * threads > gpu.regs_per_sm:
+        reason = f"{regs} registers × {threads} threads exceeds {gpu.regs_per_sm} per SM"
+        return Compiled(var, False, reason=reason, cached=cached)
+    return Compiled(
+        var, True, cubin=cubin, function=fn, shared=shared, regs=regs, abi=abi, cached=cached
+    )

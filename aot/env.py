@@ -1,0 +1,44 @@
+"""Every environment variable aotc reads, declared in one place.
+
+Core functions never read ``os.environ`` themselves: the CLI calls ``from_environ()`` once
+and passes the values down, so tests and library users can set them explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+VARIABLES = {
+    "AOTC_CACHE_DIR": "where compiled variants are cached (default ~/.cache/aotc)",
+    "AOTC_JOBS": "compile processes to run at once (default: all cores)",
+    "AOTC_NO_PROGRESS": "set to 1 to turn progress bars off",
+}
+
+
+@dataclass(frozen=True)
+class Environment:
+    cache_dir: Path
+    jobs: int
+    progress: bool
+
+
+def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
+    env = os.environ if environ is None else environ
+    cache = env.get("AOTC_CACHE_DIR") or str(
+        Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aotc"
+    )
+    jobs_text = env.get("AOTC_JOBS", "")
+    try:
+        jobs = int(jobs_text) if jobs_text else (os.cpu_count() or 1)
+    except ValueError:
+        from .errors import UsageError
+
+        raise UsageError(f"AOTC_JOBS={jobs_text!r} is not an integer") from None
+    return Environment(
+        cache_dir=Path(cache),
+        jobs=max(1, jobs),
+        progress=env.get("AOTC_NO_PROGRESS", "") not in ("1", "true", "yes"),
+    )

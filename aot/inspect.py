@@ -1,0 +1,101 @@
+"""``aotc inspect`` and ``aotc verify``: read a bundle without a GPU."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from pathlib import Path
+
+from loader.errors import BundleError
+from loader.format import BundleFile
+from loader.manifest import Manifest
+
+from .errors import BadBundle
+
+
+def _open(path: Path) -> tuple[BundleFile, Manifest]:
+    try:
+        bf = BundleFile(path)
+    except BundleError as exc:
+        raise BadBundle(str(exc)) from None
+    try:
+        return bf, Manifest.from_json(bf.manifest)
+    except BundleError as exc:
+        bf.close()
+        raise BadBundle(f"{path}: {exc}") from None
+
+
+def verify(path: Path) -> str:
+    """Check the header, the manifest and every entry's hashes; the summary line on success."""
+    bf, manifest = _open(path)
+    with bf:
+        try:
+            names = bf.verify()
+        except BundleError as exc:
+            raise BadBundle(str(exc)) from None
+        for k in manifest.kernels:
+            for inst in k.instances:
+                for v in inst.variants.values():
+                    if v.entry not in bf.entries:
+                        raise BadBundle(f"{path}: variant {v.id} of {k.name} names a missing entry")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return f"OK {path}: {len(names)} entries verified, sha256 {digest}"
+
+
+def inspect(path: Path) -> str:
+    bf, m = _open(path)
+    with bf:
+        stored = sum(e.size for e in bf.entries.values())
+        raw = sum(e.raw_size for e in bf.entries.values())
+        size = path.stat().st_size
+    p = m.provenance
+    out = [
+        f"{m.name} {m.version}  ({path.name}, {size / 1024:.1f} KiB)",
+        f"  built by aotc {p.get('aotc')} with Triton {p.get('triton')} from {p.get('recipe')} "
+        f"(sha256 {str(p.get('recipe_sha256'))[:12]})",
+        f"  payload: {len(bf.entries)} cubins, {raw / 1024:.1f} KiB raw, "
+        f"{stored / 1024:.1f} KiB compressed, manifest {bf.manifest_bytes_len / 1024:.1f} KiB",
+        "  targets: " + ", ".join(f"{t.name} ({t.arch}, {t.sms} SMs)" for t in m.targets),
+        "",
+    ]
+    for k in m.kernels:
+        sig = ", ".join(f"{p.name}: {p.type}" for p in k.params)
+        out.append(f"kernel {k.name}({sig})")
+        if k.dtype_vars:
+            out.append("  dtypes: " + ", ".join(f"{v} ∈ {list(t)}" for v, t in k.dtype_vars.items()))
+        grid = ", ".join(g for g in k.grid if g != "1") or "1"
+        out.append(f"  grid: ({grid})")
+        for key, bounds in zip(k.bucket_keys, k.buckets, strict=True):
+            out.append(f"  buckets on {key}: {list(bounds)}")
+        for inst in k.instances:
+            dt = ", ".join(f"{a}={b}" for a, b in inst.dtypes.items())
+            how = Counter(c.how for c in inst.choices)
+            out.append(
+                f"  {inst.target}{' [' + dt + ']' if dt else ''}: {len(inst.variants)} variants; "
+                + ", ".join(f"{n} buckets {h}" for h, n in sorted(how.items()))
+            )
+            for c in inst.choices:
+                v0 = inst.variants[c.variants[0]]
+                meta = " ".join(f"{a}={b}" for a, b in sorted(v0.meta.items()))
+                b = ",".join(str(x) for x in c.bucket) or "*"
+                specs = " | ".join(_spec(inst.variants[i].assume) for i in c.variants)
+                out.append(
+                    f"    ≤{b:>6}  {meta} warps={v0.num_warps} stages={v0.num_stages} "
+                    f"smem={v0.shared} regs={v0.regs}  [{specs}]"
+                )
+        out.append("")
+    failed = m.build.get("failed", [])
+    if failed:
+        out.append(f"{len(failed)} variants failed to compile or fit:")
+        for f in failed[:20]:
+            out.append(f"  {f['kernel']} {f['target']} {f['config']} ({f['spec']}): {f['reason']}")
+        if len(failed) > 20:
+            out.append(f"  ... and {len(failed) - 20} more (see the build report)")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _spec(assume: dict[str, int] | object) -> str:
+    items = dict(assume).items()  # type: ignore[call-overload]
+    if not items:
+        return "generic"
+    return " ".join(f"{n}%16" if k == 16 else f"{n}==1" for n, k in sorted(items))

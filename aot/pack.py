@@ -1,0 +1,121 @@
+"""Pack: the selection and its cubins into one bundle (format in ``loader/format.py``)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from loader import manifest as mf
+from loader.format import encode
+
+from . import __version__
+from .compile import Compiled
+from .plan import Plan, Variant
+from .select import Selection
+
+
+def variant_id(config_id: str, spec_label: str) -> str:
+    return f"{config_id}-{hashlib.sha256(spec_label.encode()).hexdigest()[:6]}"
+
+
+def make_manifest(
+    plan: Plan, selection: Selection, compiled: Mapping[Variant, Compiled]
+) -> tuple[mf.Manifest, dict[str, bytes]]:
+    recipe = plan.recipe
+    payloads: dict[str, bytes] = {}
+    kernels: list[mf.KernelSpec] = []
+    for kr in recipe.kernels:
+        instances: list[mf.Instance] = []
+        for inst in plan.instances:
+            if inst.kernel.name != kr.name:
+                continue
+            variants: dict[str, mf.Variant] = {}
+            choices: list[mf.Choice] = []
+            for bc in selection.choices[inst.key]:
+                ids = []
+                for c in bc.variants:
+                    vid = variant_id(bc.config.id, c.variant.spec.label)
+                    entry = f"cubin/{hashlib.sha256(c.cubin).hexdigest()}"
+                    payloads[entry] = c.cubin
+                    variants[vid] = mf.Variant(
+                        id=vid,
+                        entry=entry,
+                        function=c.function,
+                        num_warps=bc.config.num_warps,
+                        num_stages=bc.config.num_stages,
+                        shared=c.shared,
+                        regs=c.regs,
+                        meta={**kr.fixed, **dict(bc.config.meta)},
+                        assume=dict(c.variant.spec.assume),
+                        abi=c.abi,
+                    )
+                    ids.append(vid)
+                choices.append(mf.Choice(bc.bucket, bc.config.id, bc.how, tuple(ids), bc.metrics))
+            instances.append(
+                mf.Instance(inst.target.name, dict(inst.dtypes), variants, tuple(choices))
+            )
+        kernels.append(
+            mf.KernelSpec(
+                name=kr.name,
+                params=tuple(mf.Param(n, t) for n, t in kr.signature.items()),
+                dtype_vars=dict(kr.dtypes),
+                grid=(kr.grid[0].text, kr.grid[1].text, kr.grid[2].text),
+                bucket_keys=tuple(kr.buckets),
+                buckets=tuple(kr.buckets.values()),
+                instances=tuple(instances),
+            )
+        )
+    manifest = mf.Manifest(
+        name=recipe.name,
+        version=recipe.version,
+        provenance=_provenance(plan),
+        targets=tuple(t.to_target() for t in recipe.targets),
+        kernels=tuple(kernels),
+        build={"failed": _failures(compiled)},
+    )
+    return manifest, payloads
+
+
+def encode_bundle(manifest: mf.Manifest, payloads: Mapping[str, bytes]) -> bytes:
+    return encode(manifest.to_json(), payloads)
+
+
+def _provenance(plan: Plan) -> dict[str, Any]:
+    import triton
+
+    root = plan.recipe.root
+    sources = {}
+    for kr in plan.recipe.kernels:
+        sources[_rel(kr.source, root)] = plan.sources[kr.name].file_sha256
+    return {
+        "aotc": __version__,
+        "triton": triton.__version__,
+        "recipe": plan.recipe.path.name,
+        "recipe_sha256": plan.recipe.sha256,
+        "sources": sources,
+    }
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _failures(compiled: Mapping[Variant, Compiled]) -> list[dict[str, Any]]:
+    rows = [
+        {
+            "kernel": v.kernel,
+            "target": v.target,
+            "dtypes": dict(v.dtypes),
+            "config": v.config.label,
+            "spec": v.spec.label,
+            "reason": c.reason,
+        }
+        for v, c in compiled.items()
+        if not c.ok
+    ]
+    return sorted(rows, key=lambda r: (r["kernel"], r["target"], str(r["dtypes"]), r["config"], r["spec"]))

@@ -1,0 +1,497 @@
+"""Recipe format v1: TOML in, a validated, frozen ``Recipe`` out.
+
+Everything a build reads from the recipe is checked here, before any compile: each error
+names the file, the key path and the fix, and an unknown key gets a "did you mean" hint.
+The format is documented, with an annotated example, in ``recipes/README.md``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from loader.expr import Expr, ExprError, parse
+from loader.manifest import ELEMENT_TYPES, INT_TYPES
+
+from .errors import RecipeError
+from .targets import GPU, UnknownTarget, resolve
+
+FORMAT = 1
+SCALAR_TYPES = INT_TYPES | {"fp32", "fp64"}
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
+GRID_BUILTINS = ("NUM_SMS",)
+CONSTRAINT_BUILTINS = ("SMEM", "NUM_SMS", "REGS_PER_SM", "MAX_THREADS")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+TOP_KEYS = ("format", "bundle", "kernel")
+BUNDLE_KEYS = ("name", "version", "targets")
+KERNEL_KEYS = (
+    "name", "source", "signature", "dtypes", "grid", "buckets", "sizes", "fixed", "space",
+    "default", "constraints", "specializations", "reference", "inputs",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class KernelRecipe:
+    name: str
+    source: Path  # absolute path of the Python file
+    function: str
+    source_text: str  # "path:function" as written, for messages
+    signature: Mapping[str, str]  # runtime param -> Triton type (*fp16, *T, i32, fp32)
+    dtypes: Mapping[str, tuple[str, ...]]  # dtype variable -> element types
+    grid: tuple[Expr, Expr, Expr]
+    buckets: Mapping[str, tuple[int, ...]]  # bucket key -> ascending upper bounds
+    sizes: Mapping[str, int]  # representative values of other size arguments
+    fixed: Mapping[str, int]  # constexpr values that are not searched
+    space: Mapping[str, tuple[int, ...]]  # searched meta-params, num_warps, num_stages
+    default: Mapping[str, int]  # tie-break preferences for the heuristic
+    constraints: tuple[Expr, ...]
+    # Each: param -> 16 (divisible by 16) or 1 (equal to 1). The generic variant (no
+    # assumptions) is always added by the planner and is not listed here.
+    specializations: tuple[Mapping[str, int], ...]
+    reference: str | None  # "path.py:function", relative to the recipe
+    inputs: str | None
+
+    @property
+    def where(self) -> str:
+        return f"[[kernel]] {self.name}"
+
+    @property
+    def meta_names(self) -> tuple[str, ...]:
+        return tuple(k for k in (*self.fixed, *self.space) if k not in LAUNCH_OPTIONS)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    path: Path
+    sha256: str
+    name: str
+    version: str
+    targets: tuple[GPU, ...]
+    kernels: tuple[KernelRecipe, ...]
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def bundle_filename(self) -> str:
+        return f"{self.name}-{self.version}.aotc"
+
+
+def load(path: str | Path) -> Recipe:
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise RecipeError(path, "", "no such file") from None
+    except IsADirectoryError:
+        raise RecipeError(path, "", "is a directory; pass the recipe's .toml file") from None
+    try:
+        doc = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise RecipeError(path, "", "is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise RecipeError(path, "", f"invalid TOML: {exc}") from None
+    return parse_recipe(doc, path, hashlib.sha256(data).hexdigest())
+
+
+def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
+    v = _Validator(path)
+    v.keys(doc, TOP_KEYS, "")
+    fmt = doc.get("format", FORMAT)
+    if fmt != FORMAT:
+        v.fail("format", f"{fmt!r} is not a recipe format this aotc reads; write format = 1")
+    bundle = v.table(doc, "bundle", "", required=True)
+    v.keys(bundle, BUNDLE_KEYS, "[bundle]")
+    name = v.name(bundle, "name", "[bundle]")
+    version = v.name(bundle, "version", "[bundle]")
+    targets = v.targets(bundle)
+    kernels_raw = doc.get("kernel")
+    if not isinstance(kernels_raw, list) or not kernels_raw:
+        v.fail("[[kernel]]", "the recipe lists no kernels; add at least one [[kernel]] table")
+    kernels: list[KernelRecipe] = []
+    seen: set[str] = set()
+    for i, k in enumerate(kernels_raw):
+        if not isinstance(k, dict):
+            v.fail(f"[[kernel]] #{i + 1}", "must be a table")
+        kr = _kernel(v, k, i, path.parent)
+        if kr.name in seen:
+            v.fail(f"[[kernel]] {kr.name}.name", "duplicate kernel name; names must be unique")
+        seen.add(kr.name)
+        kernels.append(kr)
+    return Recipe(path.resolve(), sha, name, version, targets, tuple(kernels))
+
+
+class _Validator:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        raise RecipeError(self.path, key, problem)
+
+    def keys(self, table: Mapping[str, Any], allowed: tuple[str, ...], where: str) -> None:
+        for key in table:
+            if key not in allowed:
+                close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+                hint = f"did you mean {close[0]!r}?" if close else f"allowed: {', '.join(allowed)}"
+                self.fail(_join(where, key), f"unknown key; {hint}")
+
+    def table(
+        self, t: Mapping[str, Any], key: str, where: str, required: bool = False
+    ) -> dict[str, Any]:
+        if key not in t:
+            if required:
+                self.fail(_join(where, key), f"missing; add a [{key}] table")
+            return {}
+        value = t[key]
+        if not isinstance(value, dict):
+            self.fail(_join(where, key), f"must be a table, got {_tname(value)}")
+        return value
+
+    def string(self, t: Mapping[str, Any], key: str, where: str, required: bool = True) -> str:
+        if key not in t:
+            if required:
+                self.fail(_join(where, key), "missing")
+            return ""
+        value = t[key]
+        if not isinstance(value, str) or not value.strip():
+            self.fail(_join(where, key), f"must be a non-empty string, got {value!r}")
+        return str(value).strip()
+
+    def name(self, t: Mapping[str, Any], key: str, where: str) -> str:
+        value = self.string(t, key, where)
+        if not _NAME.match(value):
+            self.fail(
+                _join(where, key),
+                f"{value!r} must start with a letter or digit and use only letters, digits and . _ + -",
+            )
+        return value
+
+    def int_value(self, value: Any, key: str, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(key, f"must be an integer, got {value!r}")
+        if minimum is not None and value < minimum:
+            self.fail(key, f"{value} is below the minimum {minimum}")
+        return int(value)
+
+    def targets(self, bundle: Mapping[str, Any]) -> tuple[GPU, ...]:
+        raw = bundle.get("targets")
+        if not isinstance(raw, list) or not raw:
+            self.fail(
+                "[bundle].targets",
+                'missing or empty; list GPUs by product or arch, e.g. ["A100", "sm_90"]',
+            )
+        out: list[GPU] = []
+        for i, name in enumerate(raw):
+            if not isinstance(name, str):
+                self.fail(f"[bundle].targets[{i}]", f"must be a string, got {name!r}")
+            try:
+                gpu = resolve(name)
+            except UnknownTarget as exc:
+                self.fail(f"[bundle].targets[{i}]", str(exc))
+            if gpu in out:
+                self.fail(f"[bundle].targets[{i}]", f"{name!r} is listed twice")
+            out.append(gpu)
+        return tuple(out)
+
+
+def _join(where: str, key: str) -> str:
+    if not where:
+        return key
+    return f"{where}.{key}"
+
+
+def _tname(value: Any) -> str:
+    return {dict: "a table", list: "an array", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> KernelRecipe:
+    raw_name = k.get("name")
+    if not isinstance(raw_name, str) or not _IDENT.match(raw_name):
+        v.fail(
+            f"[[kernel]] #{index + 1}.name",
+            f"missing or invalid ({raw_name!r}); give each kernel an identifier name",
+        )
+    name = str(raw_name)
+    w = f"[[kernel]] {name}"
+    v.keys(k, KERNEL_KEYS, w)
+
+    source_text = v.string(k, "source", w)
+    source, function = _source(v, source_text, f"{w}.source", root)
+
+    dtypes: dict[str, tuple[str, ...]] = {}
+    for var, types in v.table(k, "dtypes", w).items():
+        key = f"{w}.dtypes.{var}"
+        if not _IDENT.match(var) or var in ELEMENT_TYPES:
+            v.fail(key, "a dtype variable must be an identifier that is not a type name")
+        if isinstance(types, str):
+            types = [types]
+        if not isinstance(types, list) or not types:
+            v.fail(key, 'must be a non-empty list of element types, e.g. ["fp16", "bf16"]')
+        for t in types:
+            if t not in ELEMENT_TYPES:
+                v.fail(key, f"{t!r} is not an element type; use one of {_sorted(ELEMENT_TYPES)}")
+        if len(set(types)) != len(types):
+            v.fail(key, "lists a type twice")
+        dtypes[var] = tuple(types)
+
+    signature: dict[str, str] = {}
+    sig = v.table(k, "signature", w, required=True)
+    if not sig:
+        v.fail(f"{w}.signature", "is empty; give each runtime argument its Triton type")
+    for pname, ptype in sig.items():
+        key = f"{w}.signature.{pname}"
+        if not isinstance(ptype, str):
+            v.fail(key, f"must be a type string like '*fp16' or 'i32', got {ptype!r}")
+        ptype = ptype.strip()
+        if ptype.startswith("*"):
+            elem = ptype[1:]
+            if elem not in ELEMENT_TYPES and elem not in dtypes:
+                hint = (
+                    f"declare it under {w}.dtypes or use one of {_sorted(ELEMENT_TYPES)}"
+                    if _IDENT.match(elem)
+                    else f"use one of {_sorted(ELEMENT_TYPES)}"
+                )
+                v.fail(key, f"unknown element type {elem!r}; {hint}")
+        elif ptype == "constexpr":
+            v.fail(key, "constexpr parameters go in fixed or space, not in signature")
+        elif ptype not in SCALAR_TYPES:
+            v.fail(
+                key,
+                f"unknown scalar type {ptype!r}; use one of {_sorted(SCALAR_TYPES)} "
+                "(pass fp16/bf16 scalars as fp32)",
+            )
+        signature[pname] = ptype
+    for var in dtypes:
+        if f"*{var}" not in signature.values():
+            v.fail(f"{w}.dtypes.{var}", f"no argument in signature has type '*{var}'; remove it")
+    int_params = [p for p, t in signature.items() if t in INT_TYPES]
+
+    buckets: dict[str, tuple[int, ...]] = {}
+    for key_name, bounds in v.table(k, "buckets", w).items():
+        key = f"{w}.buckets.{key_name}"
+        if key_name not in int_params:
+            v.fail(key, f"bucket keys must be integer arguments; choose from {int_params}")
+        if not isinstance(bounds, list) or not bounds:
+            v.fail(key, "must be a non-empty list of upper bounds, e.g. [1, 16, 128, 1024]")
+        ints = [v.int_value(b, key, minimum=1) for b in bounds]
+        if ints != sorted(set(ints)):
+            v.fail(key, f"{ints} must be strictly increasing")
+        buckets[key_name] = tuple(ints)
+
+    sizes: dict[str, int] = {}
+    for sname, value in v.table(k, "sizes", w).items():
+        key = f"{w}.sizes.{sname}"
+        if sname not in int_params:
+            v.fail(key, f"sizes are for integer arguments; choose from {int_params}")
+        if sname in buckets:
+            v.fail(key, f"{sname} is a bucket key; its size comes from the bucket")
+        sizes[sname] = v.int_value(value, key, minimum=1)
+
+    fixed: dict[str, int] = {}
+    for mname, value in v.table(k, "fixed", w).items():
+        key = f"{w}.fixed.{mname}"
+        if mname in signature:
+            v.fail(key, f"{mname} is a runtime argument (in signature), not a constexpr")
+        if isinstance(value, bool):
+            value = int(value)
+        fixed[mname] = v.int_value(value, key)
+
+    space: dict[str, tuple[int, ...]] = {}
+    for mname, values in v.table(k, "space", w).items():
+        key = f"{w}.space.{mname}"
+        if mname in signature:
+            v.fail(key, f"{mname} is a runtime argument (in signature); search constexprs only")
+        if mname in fixed:
+            v.fail(key, f"{mname} is also in fixed; keep it in one of the two")
+        if isinstance(values, int) and not isinstance(values, bool):
+            values = [values]
+        if not isinstance(values, list) or not values:
+            v.fail(key, "must be a non-empty list of integers")
+        ints = [v.int_value(x, key) for x in values]
+        if len(set(ints)) != len(ints):
+            v.fail(key, f"{ints} lists a value twice")
+        if mname == "num_warps":
+            for x in ints:
+                if x < 1 or x > 32 or x & (x - 1):
+                    v.fail(key, f"{x} is not a power of two; use 1, 2, 4, 8, 16 or 32")
+        if mname == "num_stages":
+            for x in ints:
+                if x < 1:
+                    v.fail(key, f"{x} must be at least 1")
+        space[mname] = tuple(ints)
+    for opt in LAUNCH_OPTIONS:
+        if opt in fixed:
+            v.fail(f"{w}.fixed.{opt}", f"put {opt} in space (a one-element list is fine)")
+    space.setdefault("num_warps", (4,))
+    space.setdefault("num_stages", (3,))
+
+    default: dict[str, int] = {}
+    for dname, value in v.table(k, "default", w).items():
+        key = f"{w}.default.{dname}"
+        if dname not in space:
+            v.fail(key, f"defaults apply to searched parameters; choose from {list(space)}")
+        value = v.int_value(value, key)
+        if value not in space[dname]:
+            v.fail(key, f"{value} is not in space.{dname} {list(space[dname])}")
+        default[dname] = value
+
+    meta = set(fixed) | set(space)
+    grid = _grid(v, k.get("grid"), f"{w}.grid", set(int_params) | meta | set(GRID_BUILTINS))
+
+    for i, g in enumerate(grid):
+        unsized = sorted((g.names & set(int_params)) - set(buckets) - set(sizes))
+        if unsized:
+            v.fail(
+                f"{w}.grid",
+                f"reads {', '.join(unsized)}, which is neither a bucket key nor in sizes; "
+                f"give it a representative value under {w}.sizes",
+            )
+
+    constraints: list[Expr] = []
+    raw_cons = k.get("constraints", [])
+    if not isinstance(raw_cons, list):
+        v.fail(f"{w}.constraints", "must be a list of boolean expressions")
+    allowed = meta | set(sizes) | set(CONSTRAINT_BUILTINS)
+    for i, text in enumerate(raw_cons):
+        key = f"{w}.constraints[{i}]"
+        try:
+            e = parse(text, predicate=True)
+        except ExprError as exc:
+            v.fail(key, str(exc))
+        unknown = e.names - allowed
+        if unknown:
+            v.fail(key, f"unknown name(s) {_sorted(unknown)}; constraints read {_sorted(allowed)}")
+        constraints.append(e)
+
+    specializations = _specializations(v, k.get("specializations"), w, signature, buckets)
+
+    reference = _optional_ref(v, k, "reference", w, root)
+    inputs = _optional_ref(v, k, "inputs", w, root)
+    if bool(reference) != bool(inputs):
+        v.fail(
+            f"{w}.{'inputs' if reference else 'reference'}",
+            "reference and inputs go together: inputs makes the arguments, reference the "
+            "expected outputs",
+        )
+
+    return KernelRecipe(
+        name=name,
+        source=source,
+        function=function,
+        source_text=source_text,
+        signature=signature,
+        dtypes=dtypes,
+        grid=grid,
+        buckets=buckets,
+        sizes=sizes,
+        fixed=fixed,
+        space=space,
+        default=default,
+        constraints=tuple(constraints),
+        specializations=specializations,
+        reference=reference,
+        inputs=inputs,
+    )
+
+
+def _source(v: _Validator, text: str, key: str, root: Path) -> tuple[Path, str]:
+    file, sep, func = text.rpartition(":")
+    if not sep or not file or not _IDENT.match(func):
+        v.fail(key, f"{text!r} must be 'path/to/file.py:function_name'")
+    path = (root / file).resolve()
+    if not path.is_file():
+        v.fail(key, f"{file} does not exist (paths are relative to the recipe's folder)")
+    return path, func
+
+
+def _optional_ref(
+    v: _Validator, k: Mapping[str, Any], field: str, w: str, root: Path
+) -> str | None:
+    if field not in k:
+        return None
+    text = v.string(k, field, w)
+    _source(v, text, f"{w}.{field}", root)
+    return text
+
+
+def _grid(v: _Validator, raw: Any, key: str, allowed: set[str]) -> tuple[Expr, Expr, Expr]:
+    if raw is None:
+        v.fail(key, 'missing; give the launch grid, e.g. "cdiv(M, BLOCK_M)"')
+    items = [raw] if isinstance(raw, str | int) else raw
+    if not isinstance(items, list) or not 1 <= len(items) <= 3:
+        v.fail(key, "must be an expression or a list of 1 to 3 expressions")
+    exprs: list[Expr] = []
+    for i, item in enumerate(items):
+        sub = f"{key}[{i}]" if isinstance(raw, list) else key
+        try:
+            e = parse(str(item))
+        except ExprError as exc:
+            v.fail(sub, str(exc))
+        unknown = e.names - allowed
+        if unknown:
+            v.fail(
+                sub,
+                f"unknown name(s) {_sorted(unknown)}; a grid reads integer arguments, "
+                f"meta-parameters and {', '.join(GRID_BUILTINS)}",
+            )
+        exprs.append(e)
+    while len(exprs) < 3:
+        exprs.append(parse("1"))
+    return exprs[0], exprs[1], exprs[2]
+
+
+def _specializations(
+    v: _Validator,
+    raw: Any,
+    w: str,
+    signature: Mapping[str, str],
+    buckets: Mapping[str, tuple[int, ...]],
+) -> tuple[Mapping[str, int], ...]:
+    specializable = [p for p, t in signature.items() if t.startswith("*") or t in INT_TYPES]
+    if raw is None:
+        # Default: pointers 16-byte aligned and every non-bucket integer divisible by 16.
+        raw = [{"*": 16, **{b: 0 for b in buckets}}]
+    if not isinstance(raw, list):
+        v.fail(f"{w}.specializations", "must be a list of tables, e.g. [{ '*' = 16 }]")
+    out: list[Mapping[str, int]] = []
+    for i, prof in enumerate(raw):
+        key = f"{w}.specializations[{i}]"
+        if not isinstance(prof, dict):
+            v.fail(key, "must be a table mapping arguments to 16, 1 or 0")
+        star = prof.get("*", 0)
+        resolved: dict[str, int] = {}
+        for pname, value in prof.items():
+            if pname != "*" and pname not in specializable:
+                close = difflib.get_close_matches(pname, specializable, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"choose from {specializable}"
+                v.fail(f"{key}.{pname}", f"not a pointer or integer argument; {hint}")
+            if value not in (0, 1, 16) or isinstance(value, bool):
+                v.fail(
+                    f"{key}.{pname}",
+                    f"{value!r}: use 16 (divisible by 16), 1 (equal to 1) or 0 (no assumption)",
+                )
+            if value == 1 and (pname == "*" or signature[pname].startswith("*")):
+                v.fail(f"{key}.{pname}", "only integer arguments can be assumed equal to 1")
+        for pname in specializable:
+            value = prof.get(pname, star)
+            if value:
+                resolved[pname] = value
+        if not resolved:
+            v.fail(key, "assumes nothing; the generic variant is always built, drop this entry")
+        if resolved in out:
+            v.fail(key, "repeats an earlier specialization")
+        out.append(resolved)
+    return tuple(out)
+
+
+def _sorted(items: Any) -> str:
+    return ", ".join(sorted(items))

@@ -1,0 +1,57 @@
+"""``aotc plan``: the build matrix in words, before anything is compiled."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .build import cached_ranker
+from .plan import Instance, Plan
+from .select import wanted_variants
+
+
+def describe_plan(plan: Plan) -> str:
+    r = plan.recipe
+    out = [
+        f"recipe {r.name} {r.version} ({r.path})",
+        "targets: " + ", ".join(f"{t.name} ({t.arch}, {t.sms} SMs)" for t in r.targets),
+        "",
+    ]
+    by_kernel: dict[str, list[Instance]] = defaultdict(list)
+    for inst in plan.instances:
+        by_kernel[inst.kernel.name].append(inst)
+    for name, insts in by_kernel.items():
+        kr = insts[0].kernel
+        n_buckets = len(insts[0].buckets)
+        space = 1
+        for values in kr.space.values():
+            space *= len(values)
+        out.append(f"kernel {name} ({kr.source_text})")
+        if kr.dtypes:
+            out.append("  dtypes: " + ", ".join(f"{k} ∈ {list(v)}" for k, v in kr.dtypes.items()))
+        keys = ", ".join(f"{k}: {list(v)}" for k, v in kr.buckets.items()) or "none"
+        out.append(f"  buckets ({n_buckets}): {keys}")
+        out.append(f"  search space: {space} configs")
+        seen_targets: set[str] = set()
+        for inst in insts:
+            if inst.target.name in seen_targets:
+                continue
+            seen_targets.add(inst.target.name)
+            reasons: dict[str, int] = defaultdict(int)
+            for _, why in inst.pruned:
+                reasons[why.split(" on ")[0]] += 1
+            detail = "; ".join(f"{n}× {w}" for w, n in sorted(reasons.items()))
+            out.append(
+                f"  {inst.target.name}: {len(inst.configs)} fit, {len(inst.pruned)} pruned"
+                + (f" ({detail})" if detail else "")
+            )
+        specs = insts[0].specs
+        out.append(f"  specializations: {' | '.join(s.label for s in specs)}")
+        total = sum(len(i.configs) * len(i.specs) for i in insts)
+        out.append(f"  variants: {total} = Σ over {len(insts)} (target, dtypes) of configs × "
+                   f"{len(specs)} specializations")  # fmt: skip
+        out.append("")
+    heuristic = len(wanted_variants(plan, cached_ranker(plan), {}))
+    out.append(f"matrix: {plan.size} variants in all (what a tuner compiles)")
+    out.append(f"without a GPU: {heuristic} variants (the heuristic's pick per bucket, before any "
+               "fallback for failures)")  # fmt: skip
+    return "\n".join(out)

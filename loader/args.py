@@ -1,0 +1,146 @@
+"""Turning Python call arguments into launch values, with clear errors instead of crashes.
+
+Pointers come from torch tensors (found by duck typing: the loader never imports torch),
+from anything with ``__cuda_array_interface__``, or as raw integer device addresses.
+"""
+
+from __future__ import annotations
+
+import operator
+import sys
+from typing import Any
+
+from .errors import ArgumentError
+
+# torch dtypes by their str(), so that this module needs no torch import.
+_TORCH_DTYPES = {
+    "torch.float16": "fp16",
+    "torch.bfloat16": "bf16",
+    "torch.float32": "fp32",
+    "torch.float64": "fp64",
+    "torch.int8": "i8",
+    "torch.int16": "i16",
+    "torch.int32": "i32",
+    "torch.int64": "i64",
+    "torch.uint8": "u8",
+    "torch.uint16": "u16",
+    "torch.uint32": "u32",
+    "torch.uint64": "u64",
+    "torch.bool": "i1",
+    "torch.float8_e4m3fn": "fp8e4nv",
+    "torch.float8_e5m2": "fp8e5",
+}
+# __cuda_array_interface__ typestrs (numpy's); there is no standard one for bf16.
+_TYPESTRS = {
+    "f2": "fp16",
+    "f4": "fp32",
+    "f8": "fp64",
+    "i1": "i8",
+    "i2": "i16",
+    "i4": "i32",
+    "i8": "i64",
+    "u1": "u8",
+    "u2": "u16",
+    "u4": "u32",
+    "u8": "u64",
+    "b1": "i1",
+}
+_dtype_cache: dict[Any, str | None] = {}
+
+INT_RANGES = {
+    "i1": (0, 1),
+    "u1": (0, 1),
+    "i8": (-(2**7), 2**7 - 1),
+    "i16": (-(2**15), 2**15 - 1),
+    "i32": (-(2**31), 2**31 - 1),
+    "i64": (-(2**63), 2**63 - 1),
+    "u8": (0, 2**8 - 1),
+    "u16": (0, 2**16 - 1),
+    "u32": (0, 2**32 - 1),
+    "u64": (0, 2**64 - 1),
+}
+
+
+def pointer(arg: Any, name: str) -> tuple[int, str | None]:
+    """(device address, element dtype or None when unknown) for a pointer argument."""
+    data_ptr = getattr(arg, "data_ptr", None)
+    if data_ptr is not None and hasattr(arg, "dtype"):
+        if not getattr(arg, "is_cuda", True):
+            raise ArgumentError(
+                f"argument {name!r}: tensor is on {arg.device}, not a CUDA device; "
+                "move it with .cuda()"
+            )
+        dt = arg.dtype
+        dtype = _dtype_cache.get(dt)
+        if dtype is None:
+            dtype = _dtype_cache[dt] = _TORCH_DTYPES.get(str(dt))
+        addr = data_ptr()
+    elif hasattr(arg, "__cuda_array_interface__"):
+        cai = arg.__cuda_array_interface__
+        addr = cai["data"][0]
+        dtype = _TYPESTRS.get(cai.get("typestr", "")[1:])
+    elif isinstance(arg, int) and not isinstance(arg, bool):
+        addr, dtype = arg, None
+    else:
+        raise ArgumentError(
+            f"argument {name!r}: expected a CUDA tensor, an object with "
+            f"__cuda_array_interface__ or an integer device address, got {type(arg).__name__}"
+        )
+    if not addr:
+        if hasattr(arg, "numel") and arg.numel() == 0:
+            raise ArgumentError(f"argument {name!r}: empty tensor (null data pointer)")
+        raise ArgumentError(f"argument {name!r}: null pointer")
+    return addr, dtype
+
+
+def scalar(arg: Any, type_: str, name: str) -> int | float:
+    if type_.startswith("fp") or type_ == "bf16":
+        if isinstance(arg, bool) or not isinstance(arg, int | float):
+            try:
+                return float(arg)
+            except (TypeError, ValueError):
+                raise ArgumentError(
+                    f"argument {name!r}: expected a number ({type_}), got {type(arg).__name__}"
+                ) from None
+        return float(arg)
+    try:
+        value = operator.index(arg)
+    except TypeError:
+        raise ArgumentError(
+            f"argument {name!r}: expected an integer ({type_}), got {type(arg).__name__}"
+        ) from None
+    lo, hi = INT_RANGES[type_]
+    if not lo <= value <= hi:
+        raise ArgumentError(f"argument {name!r}: {value} does not fit in {type_}")
+    return value
+
+
+class CurrentStream:
+    """PyTorch's current stream when torch is in use, else the legacy default stream (0)."""
+
+    def __init__(self) -> None:
+        self._raw: Any = None
+        self._device: Any = None
+
+    def __call__(self) -> int:
+        if self._raw is None:
+            torch = sys.modules.get("torch")
+            if torch is None or not torch.cuda.is_initialized():
+                return 0
+            self._raw = torch._C._cuda_getCurrentRawStream
+            self._device = torch.cuda.current_device
+        handle: int = self._raw(self._device())
+        return handle
+
+
+def stream_handle(stream: Any) -> int:
+    if isinstance(stream, int):
+        return stream
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    if hasattr(stream, "cuda_stream"):
+        return int(stream.cuda_stream)
+    raise ArgumentError(
+        f"stream: expected an int handle, a torch.cuda.Stream or an object with "
+        f"__cuda_stream__, got {type(stream).__name__}"
+    )

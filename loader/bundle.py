@@ -1,0 +1,355 @@
+"""Open a bundle for the running GPU and launch its kernels.
+
+Only the manifest is read at open. A variant's cubin is decompressed, checked and loaded
+into the CUDA context the first time a call needs it, once, under a lock; everything a
+launch needs afterwards (parameter buffers, grid function, assumption checks) is prepared
+at that point, so a call does argument conversion, one bucket lookup and cuLaunchKernel.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from . import args as _args
+from . import driver as _driver
+from .dispatch import assumption_checks, choose_target, flat_bucket, holds, order_variants
+from .errors import ArgumentError, BundleError, CudaError, NoTargetError
+from .expr import compile_function, parse
+from .format import BundleFile
+from .manifest import KernelSpec, Manifest, ManifestError, Param, Target, Variant
+
+CUDA_ERROR_INVALID_CONTEXT = 201
+_CTYPES: dict[str, type[Any]] = {
+    "i1": ctypes.c_int8,
+    "i8": ctypes.c_int8,
+    "i16": ctypes.c_int16,
+    "i32": ctypes.c_int32,
+    "i64": ctypes.c_int64,
+    "u1": ctypes.c_uint8,
+    "u8": ctypes.c_uint8,
+    "u16": ctypes.c_uint16,
+    "u32": ctypes.c_uint32,
+    "u64": ctypes.c_uint64,
+    "fp32": ctypes.c_float,
+    "fp64": ctypes.c_double,
+}
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+def open(  # noqa: A001 - the module's public verb: loader.open(path)
+    path: str | os.PathLike[str], *, device: int | None = None
+) -> Bundle:
+    """Open ``path`` for the GPU of the current CUDA context (or ``device``)."""
+    return Bundle(path, device=device)
+
+
+class Device:
+    """The GPU this process launches on, with the context made current for our calls."""
+
+    def __init__(self, drv: _driver.Driver, ordinal: int | None):
+        self.drv = drv
+        ctx = drv.current_context()
+        if ctx is not None and ordinal is None:
+            self.handle = drv.context_device()
+        else:
+            count = drv.device_count()
+            ordinal = 0 if ordinal is None else ordinal
+            if not 0 <= ordinal < count:
+                raise CudaError(101, "CUDA_ERROR_INVALID_DEVICE", "cuDeviceGet", f"{count} GPUs")
+            self.handle = drv.device(ordinal)
+            ctx = drv.retain_primary_context(self.handle)
+            drv.set_current(ctx)
+        self.context: int = ctx
+        self.name = drv.device_name(self.handle)
+        self.cc = (
+            drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.handle),
+            drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, self.handle),
+        )
+        self.sms = drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.handle)
+        self.max_shared = drv.attribute(
+            _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, self.handle
+        )
+
+    def make_current(self) -> None:
+        self.drv.set_current(self.context)
+
+
+class Bundle:
+    def __init__(self, path: str | os.PathLike[str], *, device: int | None = None):
+        self.file = BundleFile(path)
+        try:
+            self.manifest = Manifest.from_json(self.file.manifest)
+        except ManifestError as exc:
+            self.file.close()
+            raise BundleError(f"{path}: {exc}") from None
+        self.device = Device(_driver.get(), device)
+        target = choose_target(self.manifest.targets, self.device.cc, self.device.name)
+        if target is None:
+            self.file.close()
+            have = ", ".join(f"{t.name} ({t.arch})" for t in self.manifest.targets) or "nothing"
+            raise NoTargetError(
+                f"{path}: no code for this GPU ({self.device.name}, "
+                f"sm_{self.device.cc[0]}{self.device.cc[1]}); the bundle holds: {have}. "
+                f"Add sm_{self.device.cc[0]}{self.device.cc[1]} to the recipe's targets "
+                "and rebuild."
+            )
+        self.target: Target = target
+        self._kernels: dict[str, Kernel] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return [k.name for k in self.manifest.kernels]
+
+    def kernel(self, name: str) -> Kernel:
+        k = self._kernels.get(name)
+        if k is None:
+            with self._lock:
+                k = self._kernels.get(name)
+                if k is None:
+                    try:
+                        spec = self.manifest.kernel(name)
+                    except KeyError:
+                        raise KeyError(
+                            f"no kernel {name!r} in {self.file.path}; it has: "
+                            f"{', '.join(self.kernel_names)}"
+                        ) from None
+                    k = self._kernels[name] = Kernel(self, spec)
+        return k
+
+    __getitem__ = kernel
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.kernel_names)
+
+    def warmup(self) -> int:
+        """Load every module this GPU can use now, instead of at first call. Returns count."""
+        return sum(self.kernel(n).warmup() for n in self.kernel_names)
+
+    def read_entry(self, name: str) -> bytes:
+        return self.file.read_entry(name)
+
+    def close(self) -> None:
+        self.file.close()
+
+    def __enter__(self) -> Bundle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Launcher:
+    """One variant made launchable: module, function, parameter buffer, grid function."""
+
+    def __init__(self, bundle: Bundle, spec: KernelSpec, variant: Variant, param_index: dict[str, int]):
+        self.variant = variant
+        self.bundle = bundle
+        self.checks = assumption_checks(variant, param_index)
+        self.block = variant.num_warps * 32
+        self.shared = variant.shared
+        names = [p.name for p in spec.params]
+        consts = {**variant.meta, "NUM_SMS": bundle.device.sms}
+        self.grid: Callable[..., tuple[int, ...]] = compile_function(
+            [parse(g) for g in spec.grid], names, consts
+        )
+        # Parameter buffer: one ctypes holder per ABI slot, their addresses in a void* array.
+        types = {p.name: p.type for p in spec.params}
+        self.positions = tuple(param_index[n] for n in variant.abi)
+        self.holders = [
+            ctypes.c_uint64() if types[n].startswith("*") else _CTYPES[types[n]]()
+            for n in variant.abi
+        ] + [ctypes.c_uint64(0) for _ in range(variant.scratch_args)]
+        self.params = (ctypes.c_void_p * len(self.holders))(
+            *[ctypes.addressof(h) for h in self.holders]
+        )
+        self.function = 0
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        with self._lock:
+            if self.function:
+                return
+            dev = self.bundle.device
+            if self.shared > dev.max_shared:
+                raise CudaError(
+                    1,
+                    "CUDA_ERROR_INVALID_VALUE",
+                    "load",
+                    f"variant {self.variant.id} needs {self.shared} bytes of shared memory; "
+                    f"{dev.name} allows {dev.max_shared}",
+                )
+            image = self.bundle.read_entry(self.variant.entry)
+            drv = dev.drv
+            module = drv.load_module(image)
+            fn = drv.get_function(module, self.variant.function)
+            if self.shared > 49152:
+                drv.set_max_dynamic_shared(fn, dev.max_shared)
+            self.function = fn
+
+    def launch(self, values: Sequence[Any], stream: int) -> None:
+        if not self.function:
+            self.load()
+        gx, gy, gz = self.grid(*values)
+        if gx <= 0 or gy <= 0 or gz <= 0:
+            return
+        if gx > _MAX_GRID[0] or gy > _MAX_GRID[1] or gz > _MAX_GRID[2]:
+            raise ArgumentError(f"grid ({gx}, {gy}, {gz}) exceeds the CUDA limits {_MAX_GRID}")
+        drv = self.bundle.device.drv
+        with self._lock:
+            holders = self.holders
+            for slot, pos in enumerate(self.positions):
+                holders[slot].value = values[pos]
+            code = drv.launch_raw(
+                self.function, gx, gy, gz, self.block, 1, 1, self.shared, stream, self.params, None
+            )
+            if code == CUDA_ERROR_INVALID_CONTEXT:
+                # A thread that never touched CUDA has no current context: give it ours.
+                self.bundle.device.make_current()
+                code = drv.launch_raw(
+                    self.function, gx, gy, gz, self.block, 1, 1, self.shared, stream,
+                    self.params, None,
+                )  # fmt: skip
+        if code:
+            drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
+
+
+class _Instance:
+    """A kernel's launchers for one dtype binding on this bundle's target."""
+
+    def __init__(self, bundle: Bundle, spec: KernelSpec, inst: Any, param_index: dict[str, int]):
+        self.dtypes: Mapping[str, str] = inst.dtypes
+        launchers = {
+            vid: Launcher(bundle, spec, v, param_index) for vid, v in inst.variants.items()
+        }
+        self.launchers = launchers
+        self.choices = [
+            [launchers[v.id] for v in order_variants([inst.variants[i] for i in c.variants])]
+            for c in inst.choices
+        ]
+        self.hows = [c.how for c in inst.choices]
+
+
+class Kernel:
+    """A callable kernel: ``kernel(*args, stream=None)`` picks bucket and variant, launches."""
+
+    def __init__(self, bundle: Bundle, spec: KernelSpec):
+        self.bundle = bundle
+        self.spec = spec
+        self.name = spec.name
+        self.params: tuple[Param, ...] = spec.params
+        index = {p.name: i for i, p in enumerate(spec.params)}
+        self._key_positions = tuple(index[k] for k in spec.bucket_keys)
+        self._buckets = spec.buckets
+        self._instances: dict[tuple[str, ...], _Instance] = {}
+        self._vars = tuple(sorted(spec.dtype_vars))
+        for inst in spec.instances:
+            if inst.target == bundle.target.name:
+                key = tuple(inst.dtypes[v] for v in self._vars)
+                self._instances[key] = _Instance(bundle, spec, inst, index)
+        if not self._instances:
+            raise NoTargetError(
+                f"kernel {self.name!r} has no variants for target {bundle.target.name} "
+                "(every candidate failed to compile?); see `aotc inspect`"
+            )
+        # For each dtype variable, the pointer params whose element type it names.
+        self._var_params = {
+            v: [i for i, p in enumerate(spec.params) if p.type == f"*{v}"] for v in self._vars
+        }
+        self._stream = _args.CurrentStream()
+
+    def __repr__(self) -> str:
+        sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)
+        return f"<aotc kernel {self.name}({sig}) on {self.bundle.target.name}>"
+
+    def convert(self, args: Sequence[Any]) -> tuple[list[Any], dict[int, str]]:
+        if len(args) != len(self.params):
+            raise ArgumentError(
+                f"{self.name}() takes {len(self.params)} arguments "
+                f"({', '.join(p.name for p in self.params)}), got {len(args)}"
+            )
+        values: list[Any] = []
+        dtypes: dict[int, str] = {}
+        for i, (p, a) in enumerate(zip(self.params, args, strict=True)):
+            if p.type[0] == "*":
+                addr, dt = _args.pointer(a, p.name)
+                values.append(addr)
+                if dt is not None:
+                    dtypes[i] = dt
+            else:
+                values.append(_args.scalar(a, p.type, p.name))
+        return values, dtypes
+
+    def _instance(self, dtypes: dict[int, str], given: Mapping[str, str] | None) -> _Instance:
+        binding = dict(given or {})
+        for var in self._vars:
+            if var not in binding:
+                seen = [dtypes[i] for i in self._var_params[var] if i in dtypes]
+                if seen:
+                    binding[var] = seen[0]
+        if len(self._instances) == 1 and len(binding) < len(self._vars):
+            inst = next(iter(self._instances.values()))
+        else:
+            missing = [v for v in self._vars if v not in binding]
+            if missing:
+                raise ArgumentError(
+                    f"{self.name}(): cannot tell the element type {', '.join(missing)} from raw "
+                    f"pointers; pass tensors or dtypes={{'{missing[0]}': ...}}"
+                )
+            found = self._instances.get(tuple(binding[v] for v in self._vars))
+            if found is None:
+                have = ", ".join(str(dict(zip(self._vars, k, strict=True))) for k in self._instances)
+                raise ArgumentError(
+                    f"{self.name}(): no variant for element types {binding}; the bundle has {have}"
+                )
+            inst = found
+        # Every typed pointer must carry the element type the variant was compiled for.
+        for i, dt in dtypes.items():
+            p = self.params[i]
+            want = inst.dtypes.get(p.type[1:], p.type[1:])
+            if dt != want:
+                raise ArgumentError(
+                    f"{self.name}(): argument {p.name!r} has element type {dt}, expected {want}"
+                )
+        return inst
+
+    def select(
+        self, values: Sequence[Any], inst: _Instance
+    ) -> tuple[int, Launcher]:
+        keys = [values[i] for i in self._key_positions]
+        b = flat_bucket(self._buckets, keys) if keys else 0
+        for launcher in inst.choices[b]:
+            if holds(launcher.checks, values):
+                return b, launcher
+        # Unreachable for bundles we build (every bucket includes a generic variant), but a
+        # bundle without one must fail clearly rather than launch on broken assumptions.
+        raise ArgumentError(
+            f"{self.name}(): no variant's assumptions hold for these arguments "
+            "(the bundle has no generic fallback for this bucket)"
+        )
+
+    def variant_for(self, *args: Any, dtypes: Mapping[str, str] | None = None) -> Variant:
+        """The variant a call with ``args`` would launch (for tests and inspection)."""
+        values, seen = self.convert(args)
+        return self.select(values, self._instance(seen, dtypes))[1].variant
+
+    def __call__(
+        self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None
+    ) -> None:
+        values, seen = self.convert(args)
+        inst = self._instance(seen, dtypes)
+        launcher = self.select(values, inst)[1]
+        handle = self._stream() if stream is None else _args.stream_handle(stream)
+        launcher.launch(values, handle)
+
+    def warmup(self) -> int:
+        n = 0
+        for inst in self._instances.values():
+            for launcher in inst.launchers.values():
+                launcher.load()
+                n += 1
+        return n

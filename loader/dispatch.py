@@ -1,0 +1,86 @@
+"""Pure dispatch logic: which target, which bucket, which variant. No driver, no I/O."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+
+from .manifest import Target, Variant
+
+
+def cubin_runs_on(arch_cc: tuple[int, int], device_cc: tuple[int, int]) -> bool:
+    """A cubin for sm_XY runs on devices of the same major version and minor >= Y, except
+    Hopper's sm_90a code (what Triton emits for 9.0), which runs on 9.0 alone."""
+    if arch_cc[0] != device_cc[0]:
+        return False
+    if arch_cc == (9, 0):
+        return device_cc == (9, 0)
+    return device_cc[1] >= arch_cc[1]
+
+
+def choose_target(
+    targets: Sequence[Target], device_cc: tuple[int, int], device_name: str
+) -> Target | None:
+    """The best target for the running GPU: a product named like it, then the target for
+    its exact compute capability, then the newest compatible one; None if nothing runs."""
+    runnable = [t for t in targets if cubin_runs_on(t.cc, device_cc)]
+    if not runnable:
+        return None
+
+    def named(t: Target) -> int:
+        """Length of the longest product name found in the device name as whole words."""
+        return max(
+            (len(n) for n in t.device_names
+             if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", device_name, re.I)),
+            default=0,
+        )  # fmt: skip
+
+    def rank(t: Target) -> tuple[int, int, int, int, str]:
+        # prefer: named product (most specific name), exact cc, arch-only target, newest
+        return (
+            -named(t),
+            0 if t.cc == device_cc else 1,
+            0 if not t.device_names else 1,
+            -t.cc[1],
+            t.name,
+        )
+
+    return sorted(runnable, key=rank)[0]
+
+
+def bucket_index(boundaries: Sequence[int], value: int) -> int:
+    """The smallest bucket whose upper bound is >= value; the largest bucket beyond it."""
+    i = bisect_left(boundaries, value)
+    return i if i < len(boundaries) else len(boundaries) - 1
+
+
+def flat_bucket(boundaries: Sequence[Sequence[int]], values: Sequence[int]) -> int:
+    """Index into the row-major product of per-key buckets (the order choices are stored)."""
+    index = 0
+    for bounds, value in zip(boundaries, values, strict=True):
+        index = index * len(bounds) + bucket_index(bounds, value)
+    return index
+
+
+def assumption_checks(
+    variant: Variant, param_index: dict[str, int]
+) -> tuple[tuple[int, int], ...]:
+    """(argument position, 16 or 1) pairs a call must satisfy to use ``variant``."""
+    return tuple(sorted((param_index[name], kind) for name, kind in variant.assume.items()))
+
+
+def holds(checks: tuple[tuple[int, int], ...], values: Sequence[object]) -> bool:
+    for pos, kind in checks:
+        v = values[pos]
+        if kind == 16:
+            if v % 16:  # type: ignore[operator]
+                return False
+        elif v != 1:
+            return False
+    return True
+
+
+def order_variants(variants: Sequence[Variant]) -> list[Variant]:
+    """Most specialized first, so the first variant whose assumptions hold is the best."""
+    return sorted(variants, key=lambda v: (-v.specificity, v.id))

@@ -1,0 +1,227 @@
+"""Typed ctypes bindings to the few CUDA driver functions the loader needs.
+
+Every call goes through ``check()``, which turns a non-zero CUresult into
+``CudaError(code, name)``. The library is opened lazily, so importing the loader on a
+machine without a GPU (CI, the builder) costs nothing and fails nothing.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .errors import CudaError
+
+CUresult = ctypes.c_int
+CUdevice = ctypes.c_int
+CUcontext = ctypes.c_void_p
+CUmodule = ctypes.c_void_p
+CUfunction = ctypes.c_void_p
+CUstream = ctypes.c_void_p
+CUdeviceptr = ctypes.c_uint64
+
+CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_FUNC_CACHE_PREFER_SHARED = 1
+CUDA_ERROR_NOT_INITIALIZED = 3
+
+# name -> (argtypes). All return CUresult. The _v2 names are the ABI the headers map to.
+_SIGNATURES: dict[str, tuple[str, list[Any]]] = {
+    "cuInit": ("cuInit", [ctypes.c_uint]),
+    "cuDriverGetVersion": ("cuDriverGetVersion", [ctypes.POINTER(ctypes.c_int)]),
+    "cuDeviceGet": ("cuDeviceGet", [ctypes.POINTER(CUdevice), ctypes.c_int]),
+    "cuDeviceGetCount": ("cuDeviceGetCount", [ctypes.POINTER(ctypes.c_int)]),
+    "cuDeviceGetName": ("cuDeviceGetName", [ctypes.c_char_p, ctypes.c_int, CUdevice]),
+    "cuDeviceGetAttribute": (
+        "cuDeviceGetAttribute",
+        [ctypes.POINTER(ctypes.c_int), ctypes.c_int, CUdevice],
+    ),
+    "cuDevicePrimaryCtxRetain": (
+        "cuDevicePrimaryCtxRetain",
+        [ctypes.POINTER(CUcontext), CUdevice],
+    ),
+    "cuCtxGetCurrent": ("cuCtxGetCurrent", [ctypes.POINTER(CUcontext)]),
+    "cuCtxSetCurrent": ("cuCtxSetCurrent", [CUcontext]),
+    "cuCtxGetDevice": ("cuCtxGetDevice", [ctypes.POINTER(CUdevice)]),
+    "cuCtxSynchronize": ("cuCtxSynchronize", []),
+    "cuModuleLoadData": ("cuModuleLoadData", [ctypes.POINTER(CUmodule), ctypes.c_void_p]),
+    "cuModuleUnload": ("cuModuleUnload", [CUmodule]),
+    "cuModuleGetFunction": (
+        "cuModuleGetFunction",
+        [ctypes.POINTER(CUfunction), CUmodule, ctypes.c_char_p],
+    ),
+    "cuFuncSetAttribute": ("cuFuncSetAttribute", [CUfunction, ctypes.c_int, ctypes.c_int]),
+    "cuFuncSetCacheConfig": ("cuFuncSetCacheConfig", [CUfunction, ctypes.c_int]),
+    "cuLaunchKernel": (
+        "cuLaunchKernel",
+        [
+            CUfunction,
+            ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+            ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+            ctypes.c_uint,
+            CUstream,
+            ctypes.c_void_p,
+            ctypes.c_void_p,
+        ],
+    ),  # fmt: skip
+    "cuStreamSynchronize": ("cuStreamSynchronize", [CUstream]),
+    "cuMemAlloc": ("cuMemAlloc_v2", [ctypes.POINTER(CUdeviceptr), ctypes.c_size_t]),
+    "cuMemFree": ("cuMemFree_v2", [CUdeviceptr]),
+    "cuMemcpyHtoD": ("cuMemcpyHtoD_v2", [CUdeviceptr, ctypes.c_void_p, ctypes.c_size_t]),
+    "cuMemcpyDtoH": ("cuMemcpyDtoH_v2", [ctypes.c_void_p, CUdeviceptr, ctypes.c_size_t]),
+    "cuMemsetD8": ("cuMemsetD8_v2", [CUdeviceptr, ctypes.c_ubyte, ctypes.c_size_t]),
+}
+
+
+class Driver:
+    """The CUDA driver API, loaded from ``libcuda.so.1`` (or a stand-in, for tests)."""
+
+    def __init__(self, lib: Any):
+        self._lib = lib
+        self._get_error_name = getattr(lib, "cuGetErrorName", None)
+        if self._get_error_name is not None and hasattr(self._get_error_name, "argtypes"):
+            self._get_error_name.argtypes = [CUresult, ctypes.POINTER(ctypes.c_char_p)]
+            self._get_error_name.restype = CUresult
+        for attr, (symbol, argtypes) in _SIGNATURES.items():
+            fn = getattr(lib, symbol)
+            if hasattr(fn, "argtypes"):
+                fn.argtypes = argtypes
+                fn.restype = CUresult
+            setattr(self, f"_{attr}", fn)
+        # Raw launch entry, used on the hot path without the check() wrapper's overhead.
+        self.launch_raw: Callable[..., int] = self._cuLaunchKernel
+
+    def error_name(self, code: int) -> str:
+        if self._get_error_name is None:
+            return f"CUDA_ERROR_{code}"
+        out = ctypes.c_char_p()
+        if self._get_error_name(code, ctypes.byref(out)) != 0 or not out.value:
+            return f"CUDA_ERROR_{code}"
+        return out.value.decode()
+
+    def check(self, code: int, call: str, detail: str = "") -> None:
+        if code != 0:
+            raise CudaError(code, self.error_name(code), call, detail)
+
+    def call(self, name: str, *args: Any) -> None:
+        self.check(getattr(self, f"_{name}")(*args), name)
+
+    # Typed helpers for the calls whose results the loader reads.
+    def init(self) -> None:
+        self.call("cuInit", 0)
+
+    def device_count(self) -> int:
+        n = ctypes.c_int()
+        self.call("cuDeviceGetCount", ctypes.byref(n))
+        return n.value
+
+    def device(self, ordinal: int) -> int:
+        dev = CUdevice()
+        self.call("cuDeviceGet", ctypes.byref(dev), ordinal)
+        return dev.value
+
+    def device_name(self, dev: int) -> str:
+        buf = ctypes.create_string_buffer(256)
+        self.call("cuDeviceGetName", buf, 256, dev)
+        return buf.value.decode(errors="replace")
+
+    def attribute(self, attr: int, dev: int) -> int:
+        out = ctypes.c_int()
+        self.call("cuDeviceGetAttribute", ctypes.byref(out), attr, dev)
+        return out.value
+
+    def current_context(self) -> int | None:
+        ctx = CUcontext()
+        self.call("cuCtxGetCurrent", ctypes.byref(ctx))
+        return ctx.value or None
+
+    def context_device(self) -> int:
+        dev = CUdevice()
+        self.call("cuCtxGetDevice", ctypes.byref(dev))
+        return dev.value
+
+    def retain_primary_context(self, dev: int) -> int:
+        ctx = CUcontext()
+        self.call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)
+        return ctx.value or 0
+
+    def set_current(self, ctx: int) -> None:
+        self.call("cuCtxSetCurrent", ctypes.c_void_p(ctx))
+
+    def load_module(self, image: bytes) -> int:
+        mod = CUmodule()
+        buf = ctypes.create_string_buffer(image, len(image))
+        self.call("cuModuleLoadData", ctypes.byref(mod), buf)
+        return mod.value or 0
+
+    def get_function(self, module: int, name: str) -> int:
+        fn = CUfunction()
+        self.check(
+            self._cuModuleGetFunction(ctypes.byref(fn), ctypes.c_void_p(module), name.encode()),
+            "cuModuleGetFunction",
+            f"kernel {name!r}",
+        )
+        return fn.value or 0
+
+    def set_max_dynamic_shared(self, fn: int, nbytes: int) -> None:
+        f = ctypes.c_void_p(fn)
+        self.call("cuFuncSetCacheConfig", f, CU_FUNC_CACHE_PREFER_SHARED)
+        self.call("cuFuncSetAttribute", f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, nbytes)
+
+    def synchronize(self, stream: int | None = None) -> None:
+        if stream is None:
+            self.call("cuCtxSynchronize")
+        else:
+            self.call("cuStreamSynchronize", ctypes.c_void_p(stream))
+
+    def mem_alloc(self, nbytes: int) -> int:
+        ptr = CUdeviceptr()
+        self.call("cuMemAlloc", ctypes.byref(ptr), nbytes)
+        return ptr.value
+
+    def mem_free(self, ptr: int) -> None:
+        self.call("cuMemFree", CUdeviceptr(ptr))
+
+    def memcpy_htod(self, dst: int, src: bytes) -> None:
+        self.call("cuMemcpyHtoD", CUdeviceptr(dst), src, len(src))
+
+    def memcpy_dtoh(self, src: int, nbytes: int) -> bytes:
+        buf = ctypes.create_string_buffer(nbytes)
+        self.call("cuMemcpyDtoH", buf, CUdeviceptr(src), nbytes)
+        return buf.raw
+
+    def memset_d8(self, dst: int, value: int, nbytes: int) -> None:
+        self.call("cuMemsetD8", CUdeviceptr(dst), value, nbytes)
+
+
+_driver: Driver | None = None
+_lock = threading.Lock()
+
+
+def get() -> Driver:
+    """The process's driver, opened and initialized on first use."""
+    global _driver
+    if _driver is None:
+        with _lock:
+            if _driver is None:
+                try:
+                    lib = ctypes.CDLL("libcuda.so.1")
+                except OSError as exc:
+                    raise CudaError(
+                        100, "CUDA_ERROR_NO_DEVICE", "dlopen(libcuda.so.1)", f"{exc}; no NVIDIA driver"
+                    ) from None
+                drv = Driver(lib)
+                drv.init()
+                _driver = drv
+    return _driver
+
+
+def install(drv: Driver | None) -> None:
+    """Replace the process's driver (tests use this to run the loader against a mock)."""
+    global _driver
+    _driver = drv

@@ -1,0 +1,30 @@
+"""The loader's exceptions. The builder maps each to a process exit code (see aot/errors.py)."""
+
+from __future__ import annotations
+
+
+class LoaderError(Exception):
+    """Base class of every error the loader raises on purpose."""
+
+
+class BundleError(LoaderError):
+    """The bundle file is missing, truncated, tampered with or of an unknown format."""
+
+
+class NoTargetError(LoaderError):
+    """The bundle holds no code for the GPU this process runs on."""
+
+
+class ArgumentError(LoaderError, TypeError):
+    """A kernel was called with arguments that do not match its recorded signature."""
+
+
+class CudaError(LoaderError):
+    """A CUDA driver call failed: ``code`` is the CUresult, ``name`` its symbolic name."""
+
+    def __init__(self, code: int, name: str, call: str, detail: str = ""):
+        self.code = code
+        self.name = name
+        self.call = call
+        msg = f"{call} failed: {name} ({code})"
+        super().__init__(f"{msg}: {detail}" if detail else msg)

@@ -1,0 +1,173 @@
+"""A small, safe integer expression language for launch grids and recipe constraints.
+
+Recipes write grids such as ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``. The text is parsed with
+Python's own parser and then checked node by node against a whitelist: integer literals,
+names, ``+ - * // %``, unary minus, parentheses and calls to ``cdiv``, ``min`` and ``max``
+(plus comparisons and ``and``/``or``/``not`` in predicates). Only a tree that passed the
+check is compiled, so no arbitrary text ever reaches ``eval``. Compiled grids are plain
+Python lambdas, which keeps the loader's per-call cost to one function call.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+FUNCTIONS = ("cdiv", "min", "max")
+
+_BINOPS: dict[type[ast.operator], str] = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+}
+_CMPOPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
+
+
+class ExprError(ValueError):
+    """The expression text is not in the language; the message says what and how to fix it."""
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+_GLOBALS: dict[str, Any] = {"__builtins__": {}, "cdiv": _cdiv, "min": min, "max": max}
+_evaluators: dict[tuple[str, tuple[str, ...]], Callable[..., tuple[int, ...]]] = {}
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A parsed, checked expression. ``names`` are the free variables it reads."""
+
+    text: str
+    names: frozenset[str]
+    tree: ast.expr = field(repr=False, compare=False)
+
+    def evaluate(self, env: Mapping[str, int]) -> int:
+        missing = self.names - env.keys()
+        if missing:
+            raise ExprError(f"{self.text!r}: no value for {', '.join(sorted(missing))}")
+        names = tuple(sorted(self.names))
+        fn = _evaluators.get((self.text, names))
+        if fn is None:
+            fn = _evaluators[(self.text, names)] = compile_function([self], names)
+        result: int = fn(*(env[n] for n in names))[0]
+        return result
+
+
+def parse(text: str, *, predicate: bool = False) -> Expr:
+    """Parse ``text``; ``predicate`` also admits comparisons and boolean operators."""
+    if not isinstance(text, str):
+        raise ExprError(f"expected an expression string, got {type(text).__name__} {text!r}")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ExprError(f"{text!r} is not a valid expression ({exc.msg})") from None
+    names: set[str] = set()
+    _check(tree, text, predicate, names)
+    return Expr(text=text.strip(), names=frozenset(names), tree=tree)
+
+
+def _check(node: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
+    def bad(what: str) -> ExprError:
+        return ExprError(
+            f"{text!r}: {what} is not allowed; use integers, argument and meta-parameter "
+            f"names, + - * // % and {', '.join(FUNCTIONS)}()"
+            + (", comparisons, and/or/not" if predicate else "")
+        )
+
+    if isinstance(node, ast.Constant):
+        if type(node.value) is not int:
+            raise bad(f"the literal {node.value!r}")
+    elif isinstance(node, ast.Name):
+        if node.id in FUNCTIONS:
+            raise bad(f"the bare name {node.id!r}")
+        names.add(node.id)
+    elif isinstance(node, ast.BinOp):
+        if type(node.op) not in _BINOPS:
+            if isinstance(node.op, ast.Div):
+                raise ExprError(f"{text!r}: '/' is not allowed; use '//' or cdiv(a, b)")
+            raise bad(f"the operator {type(node.op).__name__}")
+        _check(node.left, text, predicate, names)
+        _check(node.right, text, predicate, names)
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        _check(node.operand, text, predicate, names)
+    elif isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            raise bad(f"the call {ast.unparse(node.func)}()")
+        if node.keywords:
+            raise bad("a keyword argument")
+        want = 2 if node.func.id == "cdiv" else None
+        if (want is not None and len(node.args) != want) or len(node.args) < 2:
+            raise ExprError(f"{text!r}: {node.func.id}() takes {want or 'at least 2'} arguments")
+        for arg in node.args:
+            _check(arg, text, predicate, names)
+    elif predicate and isinstance(node, ast.Compare):
+        if not all(isinstance(op, _CMPOPS) for op in node.ops):
+            raise bad("that comparison")
+        for sub in (node.left, *node.comparators):
+            _check(sub, text, predicate, names)
+    elif predicate and isinstance(node, ast.BoolOp):
+        for sub in node.values:
+            _check(sub, text, predicate, names)
+    elif predicate and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        _check(node.operand, text, predicate, names)
+    else:
+        raise bad(f"'{ast.unparse(node)}'")
+
+
+class _Bind(ast.NodeTransformer):
+    def __init__(self, consts: Mapping[str, int]):
+        self.consts = consts
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in self.consts:
+            return ast.copy_location(ast.Constant(int(self.consts[node.id])), node)
+        return node
+
+
+def compile_function(
+    exprs: Sequence[Expr], params: Iterable[str], consts: Mapping[str, int] | None = None
+) -> Callable[..., tuple[int, ...]]:
+    """Compile checked expressions into ``f(*params) -> tuple`` with ``consts`` folded in.
+
+    Every free name must be a parameter or a constant. Parameters a given expression does
+    not read are accepted and ignored, so a grid function can take a kernel's whole
+    argument list positionally.
+    """
+    params = list(params)
+    consts = dict(consts or {})
+    for e in exprs:
+        unknown = e.names - set(params) - consts.keys()
+        if unknown:
+            raise ExprError(f"{e.text!r}: unknown name(s) {', '.join(sorted(unknown))}")
+    bound = [_Bind(consts).visit(ast.parse(e.text, mode="eval").body) for e in exprs]
+    lam = ast.Lambda(
+        args=ast.arguments(
+            posonlyargs=[],
+            args=[ast.arg(arg=f"_{p}") for p in params],
+            kwonlyargs=[],
+            kw_defaults=[],
+            defaults=[],
+        ),
+        body=ast.Tuple(elts=[_Rename().visit(b) for b in bound], ctx=ast.Load()),
+    )
+    module = ast.Expression(body=lam)
+    ast.fix_missing_locations(module)
+    fn: Callable[..., tuple[int, ...]] = eval(compile(module, "<aotc-expr>", "eval"), _GLOBALS)
+    return fn
+
+
+class _Rename(ast.NodeTransformer):
+    # Parameters are prefixed so that a kernel argument named like a helper (say ``min``)
+    # can never shadow cdiv/min/max inside the compiled lambda.
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name(id=f"_{node.id}", ctx=ast.Load()), node)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.args = [self.visit(a) for a in node.args]
+        return node

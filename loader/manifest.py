@@ -1,0 +1,320 @@
+"""The bundle manifest: typed, frozen, validated at the edge.
+
+The builder constructs these dataclasses and serializes them with ``to_json``; the loader
+parses them back with ``from_json``. Both sides therefore share one definition of what a
+bundle promises: everything needed to launch a kernel without Triton.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .errors import BundleError
+
+SCALAR_TYPES = frozenset(
+    {"i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"}
+)
+INT_TYPES = frozenset({"i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64"})
+ELEMENT_TYPES = frozenset(
+    {
+        "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+        "fp8e4nv", "fp8e5", "fp16", "bf16", "fp32", "fp64",
+    }
+)  # fmt: skip
+# Triton 3.6 appends two pointers to every kernel: global scratch and profile scratch.
+TRITON_SCRATCH_ARGS = 2
+# Triton's specializations: a pointer/int divisible by 16, or an int equal to 1 (which
+# Triton turns into a compile-time constant and drops from the parameter list).
+ASSUMPTIONS = (16, 1)
+
+
+class ManifestError(BundleError):
+    pass
+
+
+T = TypeVar("T")
+
+
+def _get(obj: Any, key: str, kind: type[T] | tuple[type, ...], where: str) -> T:
+    if not isinstance(obj, dict) or key not in obj:
+        raise ManifestError(f"manifest: {where}.{key} is missing")
+    value = obj[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ManifestError(f"manifest: {where}.{key} has the wrong type")
+    return value  # type: ignore[return-value]
+
+
+def _int_map(obj: Any, where: str) -> dict[str, int]:
+    if not isinstance(obj, dict) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in obj.values()
+    ):
+        raise ManifestError(f"manifest: {where} must map names to integers")
+    return dict(obj)
+
+
+@dataclass(frozen=True)
+class Param:
+    """A runtime argument, in call order. ``type`` is Triton's: ``*fp16``, ``i32``, ``*T``."""
+
+    name: str
+    type: str
+
+    @property
+    def is_pointer(self) -> bool:
+        return self.type.startswith("*")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type}
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> Param:
+        return Param(_get(obj, "name", str, where), _get(obj, "type", str, where))
+
+
+@dataclass(frozen=True)
+class Target:
+    """A build target. ``device_names`` match the running GPU's name (empty: arch only)."""
+
+    name: str
+    arch: str
+    cc: tuple[int, int]
+    sms: int
+    device_names: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arch": self.arch,
+            "cc": list(self.cc),
+            "sms": self.sms,
+            "device_names": list(self.device_names),
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> Target:
+        cc = _get(obj, "cc", list, where)
+        if len(cc) != 2 or not all(isinstance(c, int) for c in cc):
+            raise ManifestError(f"manifest: {where}.cc must be [major, minor]")
+        return Target(
+            name=_get(obj, "name", str, where),
+            arch=_get(obj, "arch", str, where),
+            cc=(cc[0], cc[1]),
+            sms=_get(obj, "sms", int, where),
+            device_names=tuple(_get(obj, "device_names", list, where)),
+        )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One compiled cubin: a config under one set of specialization assumptions."""
+
+    id: str
+    entry: str
+    function: str
+    num_warps: int
+    num_stages: int
+    shared: int
+    regs: int
+    meta: Mapping[str, int]
+    assume: Mapping[str, int]
+    # Names of the parameters passed to cuLaunchKernel, in order; params assumed == 1 are
+    # compiled in as constants and absent. TRITON_SCRATCH_ARGS null pointers follow them.
+    abi: tuple[str, ...]
+    scratch_args: int = TRITON_SCRATCH_ARGS
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "entry": self.entry,
+            "function": self.function,
+            "num_warps": self.num_warps,
+            "num_stages": self.num_stages,
+            "shared": self.shared,
+            "regs": self.regs,
+            "meta": dict(self.meta),
+            "assume": dict(self.assume),
+            "abi": list(self.abi),
+            "scratch_args": self.scratch_args,
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> Variant:
+        assume = _int_map(_get(obj, "assume", dict, where), f"{where}.assume")
+        if any(v not in ASSUMPTIONS for v in assume.values()):
+            raise ManifestError(f"manifest: {where}.assume values must be 16 or 1")
+        return Variant(
+            id=_get(obj, "id", str, where),
+            entry=_get(obj, "entry", str, where),
+            function=_get(obj, "function", str, where),
+            num_warps=_get(obj, "num_warps", int, where),
+            num_stages=_get(obj, "num_stages", int, where),
+            shared=_get(obj, "shared", int, where),
+            regs=_get(obj, "regs", int, where),
+            meta=_int_map(_get(obj, "meta", dict, where), f"{where}.meta"),
+            assume=assume,
+            abi=tuple(_get(obj, "abi", list, where)),
+            scratch_args=_get(obj, "scratch_args", int, where),
+        )
+
+    @property
+    def specificity(self) -> int:
+        return len(self.assume)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The selection for one bucket: which variants serve it (most specialized first)."""
+
+    bucket: tuple[int, ...]
+    config: str
+    how: str
+    variants: tuple[str, ...]
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "bucket": list(self.bucket),
+            "config": self.config,
+            "how": self.how,
+            "variants": list(self.variants),
+        }
+        if self.metrics:
+            out["metrics"] = dict(self.metrics)
+        return out
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> Choice:
+        return Choice(
+            bucket=tuple(_get(obj, "bucket", list, where)),
+            config=_get(obj, "config", str, where),
+            how=_get(obj, "how", str, where),
+            variants=tuple(_get(obj, "variants", list, where)),
+            metrics=dict(obj.get("metrics", {})),
+        )
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A kernel for one target and one binding of its dtype variables."""
+
+    target: str
+    dtypes: Mapping[str, str]
+    variants: Mapping[str, Variant]
+    choices: tuple[Choice, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "dtypes": dict(self.dtypes),
+            "variants": [self.variants[k].to_json() for k in sorted(self.variants)],
+            "choices": [c.to_json() for c in self.choices],
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> Instance:
+        variants = {}
+        for i, v in enumerate(_get(obj, "variants", list, where)):
+            var = Variant.from_json(v, f"{where}.variants[{i}]")
+            variants[var.id] = var
+        choices = tuple(
+            Choice.from_json(c, f"{where}.choices[{i}]")
+            for i, c in enumerate(_get(obj, "choices", list, where))
+        )
+        for c in choices:
+            missing = [v for v in c.variants if v not in variants]
+            if missing or not c.variants:
+                raise ManifestError(f"manifest: {where}: bucket {c.bucket} names no known variant")
+        return Instance(
+            target=_get(obj, "target", str, where),
+            dtypes=dict(_get(obj, "dtypes", dict, where)),
+            variants=variants,
+            choices=choices,
+        )
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    params: tuple[Param, ...]
+    dtype_vars: Mapping[str, tuple[str, ...]]
+    grid: tuple[str, str, str]
+    bucket_keys: tuple[str, ...]
+    buckets: tuple[tuple[int, ...], ...]  # boundaries, one sorted tuple per key
+    instances: tuple[Instance, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "params": [p.to_json() for p in self.params],
+            "dtype_vars": {k: list(v) for k, v in self.dtype_vars.items()},
+            "grid": list(self.grid),
+            "bucket_keys": list(self.bucket_keys),
+            "buckets": [list(b) for b in self.buckets],
+            "instances": [i.to_json() for i in self.instances],
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> KernelSpec:
+        name = _get(obj, "name", str, where)
+        where = f"kernel {name!r}"
+        grid = _get(obj, "grid", list, where)
+        if len(grid) != 3:
+            raise ManifestError(f"manifest: {where}.grid must have 3 entries")
+        return KernelSpec(
+            name=name,
+            params=tuple(
+                Param.from_json(p, f"{where}.params[{i}]")
+                for i, p in enumerate(_get(obj, "params", list, where))
+            ),
+            dtype_vars={k: tuple(v) for k, v in _get(obj, "dtype_vars", dict, where).items()},
+            grid=(grid[0], grid[1], grid[2]),
+            bucket_keys=tuple(_get(obj, "bucket_keys", list, where)),
+            buckets=tuple(tuple(b) for b in _get(obj, "buckets", list, where)),
+            instances=tuple(
+                Instance.from_json(x, f"{where}.instances[{i}]")
+                for i, x in enumerate(_get(obj, "instances", list, where))
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    version: str
+    provenance: Mapping[str, Any]
+    targets: tuple[Target, ...]
+    kernels: tuple[KernelSpec, ...]
+    build: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundle": {"name": self.name, "version": self.version},
+            "provenance": dict(self.provenance),
+            "targets": [t.to_json() for t in self.targets],
+            "kernels": [k.to_json() for k in self.kernels],
+            "build": dict(self.build),
+        }
+
+    @staticmethod
+    def from_json(obj: Any) -> Manifest:
+        bundle = _get(obj, "bundle", dict, "")
+        return Manifest(
+            name=_get(bundle, "name", str, "bundle"),
+            version=_get(bundle, "version", str, "bundle"),
+            provenance=_get(obj, "provenance", dict, ""),
+            targets=_parse_list(obj, "targets", Target.from_json),
+            kernels=_parse_list(obj, "kernels", KernelSpec.from_json),
+            build=obj.get("build", {}),
+        )
+
+    def kernel(self, name: str) -> KernelSpec:
+        for k in self.kernels:
+            if k.name == name:
+                return k
+        raise KeyError(name)
+
+
+def _parse_list(obj: Any, key: str, parse: Callable[[Any, str], T]) -> tuple[T, ...]:
+    return tuple(parse(x, f"{key}[{i}]") for i, x in enumerate(_get(obj, key, list, "")))

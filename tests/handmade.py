@@ -1,0 +1,86 @@
+"""Bundles assembled by hand (no compiler), for testing the loader and the format on CPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loader import manifest as mf
+from loader.format import encode, write_atomic
+
+PARAMS = (
+    mf.Param("x_ptr", "*T"),
+    mf.Param("out_ptr", "*T"),
+    mf.Param("M", "i32"),
+    mf.Param("N", "i32"),
+    mf.Param("stride", "i32"),
+    mf.Param("scale", "fp32"),
+)
+BUCKETS = (1, 16, 256)
+
+
+def variant(vid: str, block: int, assume: dict[str, int], cubin: str) -> mf.Variant:
+    abi = tuple(p.name for p in PARAMS if assume.get(p.name) != 1)
+    return mf.Variant(
+        id=vid,
+        entry=f"cubin/{cubin}",
+        function="scale_kernel",
+        num_warps=4,
+        num_stages=2,
+        shared=1024 * block // 16,
+        regs=32,
+        meta={"BLOCK": block},
+        assume=assume,
+        abi=abi,
+    )
+
+
+SPECIALIZED = {"x_ptr": 16, "out_ptr": 16, "N": 16, "stride": 1}
+
+
+def instance(target: str, dtype: str) -> mf.Instance:
+    variants = {}
+    choices = []
+    for i, (bound, block) in enumerate(zip(BUCKETS, (16, 64, 128), strict=True)):
+        spec = variant(f"c{i}-s", block, SPECIALIZED, f"{target}-{dtype}-{i}-s")
+        gen = variant(f"c{i}-g", block, {}, f"{target}-{dtype}-{i}-g")
+        variants[spec.id] = spec
+        variants[gen.id] = gen
+        choices.append(mf.Choice((bound,), f"c{i}", "untuned (heuristic)", (gen.id, spec.id)))
+    return mf.Instance(target, {"T": dtype}, variants, tuple(choices))
+
+
+def manifest(targets: tuple[str, ...] = ("sm_90", "sm_80")) -> mf.Manifest:
+    from aot.targets import resolve
+
+    gpus = [resolve(t) for t in targets]
+    kernel = mf.KernelSpec(
+        name="scale",
+        params=PARAMS,
+        dtype_vars={"T": ("fp16", "bf16")},
+        grid=("cdiv(M, BLOCK)", "cdiv(N, 128)", "1"),
+        bucket_keys=("M",),
+        buckets=(BUCKETS,),
+        instances=tuple(instance(t, d) for t in targets for d in ("fp16", "bf16")),
+    )
+    return mf.Manifest(
+        name="handmade",
+        version="1",
+        provenance={"triton": "none", "aotc": "test"},
+        targets=tuple(g.to_target() for g in gpus),
+        kernels=(kernel,),
+    )
+
+
+def payloads(m: mf.Manifest) -> dict[str, bytes]:
+    out = {}
+    for k in m.kernels:
+        for inst in k.instances:
+            for v in inst.variants.values():
+                out[v.entry] = f"fake cubin {v.entry}".encode() * 20
+    return out
+
+
+def write(path: Path, targets: tuple[str, ...] = ("sm_90", "sm_80")) -> Path:
+    m = manifest(targets)
+    write_atomic(path, encode(m.to_json(), payloads(m)))
+    return path
