@@ -53,9 +53,7 @@ def cached_ranker(plan: Plan) -> Ranker:
     return ranker
 
 
-def compile_selected(
-    plan: Plan, ranker: Ranker, env: Environment
-) -> dict[Variant, Compiled]:
+def compile_selected(plan: Plan, ranker: Ranker, env: Environment) -> dict[Variant, Compiled]:
     cache = CompileCache(env.cache_dir)
     compiled: dict[Variant, Compiled] = {}
     while True:

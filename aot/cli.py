@@ -29,8 +29,9 @@ def _parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", help="compile a recipe into a bundle")
     build.add_argument("recipe", type=Path)
-    build.add_argument("-o", "--output", type=Path, help="bundle path "
-                       "(default: artifacts/<name>-<version>.aotc)")  # fmt: skip
+    build.add_argument(
+        "-o", "--output", type=Path, help="bundle path (default: artifacts/<name>-<version>.aotc)"
+    )
     build.add_argument("-j", "--jobs", type=int, help="compile processes (default: all cores)")
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
 

@@ -231,8 +231,9 @@ def _run_all(
     # A compiler crash (segfault in MLIR, say) breaks the whole pool; rerun the affected
     # jobs one at a time, each in its own process, to pin the crash on the right variant.
     for key, job in crashed:
-        with cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init,
-                                    initargs=(triton_cache,)) as solo:  # fmt: skip
+        with cf.ProcessPoolExecutor(
+            1, mp_context=ctx, initializer=_worker_init, initargs=(triton_cache,)
+        ) as solo:
             try:
                 record(key, solo.submit(run_job, job).result())
             except cf.process.BrokenProcessPool:

@@ -57,7 +57,9 @@ def inspect(data: bytes) -> CubinInfo:
                     regs[symbols.get(sym, str(sym))] = count
         elif name.startswith(".nv.info."):
             fn = name.removeprefix(".nv.info.")
-            n = sum(1 for a, _ in _attributes(data[sec[4] : sec[4] + sec[5]]) if a == EIATTR_KPARAM_INFO)
+            n = sum(
+                1 for a, _ in _attributes(data[sec[4] : sec[4] + sec[5]]) if a == EIATTR_KPARAM_INFO
+            )
             params[fn] = n
     return CubinInfo(sm=e_flags & 0xFF, regs=regs, params=params)
 

@@ -67,7 +67,11 @@ def rank(inst: Instance, bucket: tuple[int, ...]) -> list[Config]:
         per_thread = math.prod(dims) / (c.num_warps * 32)
         occupancy = abs(math.log2(per_thread / ELEMENTS_PER_THREAD)) if dims else 0.0
         off_default = sum(1 for k, v in kr.default.items() if values.get(k) != v)
-        return (round(cost(c, kr.grid, kr.fixed, sizes, inst.target.sms), 6), occupancy,
-                off_default, c)  # fmt: skip
+        return (
+            round(cost(c, kr.grid, kr.fixed, sizes, inst.target.sms), 6),
+            occupancy,
+            off_default,
+            c,
+        )
 
     return sorted(inst.configs, key=key)

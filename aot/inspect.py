@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from loader.errors import BundleError
@@ -62,7 +63,9 @@ def inspect(path: Path) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in k.params)
         out.append(f"kernel {k.name}({sig})")
         if k.dtype_vars:
-            out.append("  dtypes: " + ", ".join(f"{v} ∈ {list(t)}" for v, t in k.dtype_vars.items()))
+            out.append(
+                "  dtypes: " + ", ".join(f"{v} ∈ {list(t)}" for v, t in k.dtype_vars.items())
+            )
         grid = ", ".join(g for g in k.grid if g != "1") or "1"
         out.append(f"  grid: ({grid})")
         for key, bounds in zip(k.bucket_keys, k.buckets, strict=True):
@@ -94,8 +97,8 @@ def inspect(path: Path) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _spec(assume: dict[str, int] | object) -> str:
-    items = dict(assume).items()  # type: ignore[call-overload]
+def _spec(assume: Mapping[str, int]) -> str:
+    items = assume.items()
     if not items:
         return "generic"
     return " ".join(f"{n}%16" if k == 16 else f"{n}==1" for n, k in sorted(items))

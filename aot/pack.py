@@ -118,4 +118,6 @@ def _failures(compiled: Mapping[Variant, Compiled]) -> list[dict[str, Any]]:
         for v, c in compiled.items()
         if not c.ok
     ]
-    return sorted(rows, key=lambda r: (r["kernel"], r["target"], str(r["dtypes"]), r["config"], r["spec"]))
+    return sorted(
+        rows, key=lambda r: (r["kernel"], r["target"], str(r["dtypes"]), r["config"], r["spec"])
+    )

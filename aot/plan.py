@@ -105,8 +105,10 @@ class Instance:
     @property
     def label(self) -> str:
         dt = ",".join(f"{k}={v}" for k, v in self.dtypes)
-        return f"{self.kernel.name}[{dt}] on {self.target.name}" if dt else (
-            f"{self.kernel.name} on {self.target.name}"
+        return (
+            f"{self.kernel.name}[{dt}] on {self.target.name}"
+            if dt
+            else (f"{self.kernel.name} on {self.target.name}")
         )
 
 
@@ -129,7 +131,7 @@ def make_plan(recipe: Recipe) -> Plan:
     sources = {kr.name: resolve(recipe, kr) for kr in recipe.kernels}
     instances: list[Instance] = []
     for kr in recipe.kernels:
-        specs = tuple(Spec(tuple(sorted(s.items()))) for s in kr.specializations) + (GENERIC,)
+        specs = (*(Spec(tuple(sorted(s.items()))) for s in kr.specializations), GENERIC)
         candidates = _configs(kr)
         for target in recipe.targets:
             fit, pruned = _prune(recipe, kr, target, candidates)
@@ -147,8 +149,10 @@ def make_plan(recipe: Recipe) -> Plan:
 
 def _bindings(kr: KernelRecipe) -> list[tuple[tuple[str, str], ...]]:
     names = sorted(kr.dtypes)
-    return [tuple(zip(names, combo, strict=True)) for combo in
-            itertools.product(*(kr.dtypes[n] for n in names))]  # fmt: skip
+    return [
+        tuple(zip(names, combo, strict=True))
+        for combo in itertools.product(*(kr.dtypes[n] for n in names))
+    ]
 
 
 def _configs(kr: KernelRecipe) -> list[Config]:

@@ -9,7 +9,9 @@ from typing import TextIO
 
 
 class Progress:
-    def __init__(self, total: int, label: str, *, enabled: bool = True, stream: TextIO | None = None):
+    def __init__(
+        self, total: int, label: str, *, enabled: bool = True, stream: TextIO | None = None
+    ):
         self.total = max(total, 0)
         self.label = label
         self.done = 0

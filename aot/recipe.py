@@ -33,9 +33,21 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TOP_KEYS = ("format", "bundle", "kernel")
 BUNDLE_KEYS = ("name", "version", "targets")
 KERNEL_KEYS = (
-    "name", "source", "signature", "dtypes", "grid", "buckets", "sizes", "fixed", "space",
-    "default", "constraints", "specializations", "reference", "inputs",
-)  # fmt: skip
+    "name",
+    "source",
+    "signature",
+    "dtypes",
+    "grid",
+    "buckets",
+    "sizes",
+    "fixed",
+    "space",
+    "default",
+    "constraints",
+    "specializations",
+    "reference",
+    "inputs",
+)
 
 
 @dataclass(frozen=True)
@@ -171,7 +183,8 @@ class _Validator:
         if not _NAME.match(value):
             self.fail(
                 _join(where, key),
-                f"{value!r} must start with a letter or digit and use only letters, digits and . _ + -",
+                f"{value!r} must start with a letter or digit and use only letters, digits "
+                "and . _ + -",
             )
         return value
 
@@ -210,7 +223,8 @@ def _join(where: str, key: str) -> str:
 
 
 def _tname(value: Any) -> str:
-    return {dict: "a table", list: "an array", str: "a string"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "a table", list: "an array", str: "a string"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> KernelRecipe:
@@ -304,6 +318,8 @@ def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> Kern
         if isinstance(value, bool):
             value = int(value)
         fixed[mname] = v.int_value(value, key)
+        if mname in LAUNCH_OPTIONS:
+            v.fail(key, f"put {mname} in space (a one-element list is fine)")
 
     space: dict[str, tuple[int, ...]] = {}
     for mname, values in v.table(k, "space", w).items():
@@ -328,9 +344,6 @@ def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> Kern
                 if x < 1:
                     v.fail(key, f"{x} must be at least 1")
         space[mname] = tuple(ints)
-    for opt in LAUNCH_OPTIONS:
-        if opt in fixed:
-            v.fail(f"{w}.fixed.{opt}", f"put {opt} in space (a one-element list is fine)")
     space.setdefault("num_warps", (4,))
     space.setdefault("num_stages", (3,))
 
@@ -347,7 +360,7 @@ def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> Kern
     meta = set(fixed) | set(space)
     grid = _grid(v, k.get("grid"), f"{w}.grid", set(int_params) | meta | set(GRID_BUILTINS))
 
-    for i, g in enumerate(grid):
+    for g in grid:
         unsized = sorted((g.names & set(int_params)) - set(buckets) - set(sizes))
         if unsized:
             v.fail(

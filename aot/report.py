@@ -51,8 +51,8 @@ def render(
     pruned = [(i, c, why) for i in plan.instances for c, why in i.pruned]
     if pruned:
         lines += ["## Pruned before compiling", "", "| kernel | config | reason |", "|---|---|---|"]
-        for inst, c, why in pruned[:200]:
-            lines.append(f"| {inst.label} | {c.label} | {why} |")
+        for inst, config, why in pruned[:200]:
+            lines.append(f"| {inst.label} | {config.label} | {why} |")
         if len(pruned) > 200:
             lines.append(f"| … | {len(pruned) - 200} more | |")
         lines.append("")

@@ -64,7 +64,9 @@ def resolve(recipe: Recipe, kr: KernelRecipe) -> KernelSource:
     try:
         fn = jit_function(kr.source, kr.function)
     except AttributeError:
-        raise RecipeError(recipe.path, key, f"{kr.source.name} defines no {kr.function!r}") from None
+        raise RecipeError(
+            recipe.path, key, f"{kr.source.name} defines no {kr.function!r}"
+        ) from None
     except Exception as exc:
         raise RecipeError(
             recipe.path, key, f"importing {kr.source.name} failed: {type(exc).__name__}: {exc}"
@@ -90,7 +92,9 @@ def resolve(recipe: Recipe, kr: KernelRecipe) -> KernelSource:
         )
     if list(kr.signature) != runtime:
         raise RecipeError(
-            recipe.path, sig_key, f"list the arguments in the function's order: {', '.join(runtime)}"
+            recipe.path,
+            sig_key,
+            f"list the arguments in the function's order: {', '.join(runtime)}",
         )
     given = set(kr.fixed) | set(kr.space)
     for c in constexprs:

@@ -47,11 +47,15 @@ def describe_plan(plan: Plan) -> str:
         specs = insts[0].specs
         out.append(f"  specializations: {' | '.join(s.label for s in specs)}")
         total = sum(len(i.configs) * len(i.specs) for i in insts)
-        out.append(f"  variants: {total} = Σ over {len(insts)} (target, dtypes) of configs × "
-                   f"{len(specs)} specializations")  # fmt: skip
+        out.append(
+            f"  variants: {total} = Σ over {len(insts)} (target, dtypes) of configs × "
+            f"{len(specs)} specializations"
+        )
         out.append("")
     heuristic = len(wanted_variants(plan, cached_ranker(plan), {}))
     out.append(f"matrix: {plan.size} variants in all (what a tuner compiles)")
-    out.append(f"without a GPU: {heuristic} variants (the heuristic's pick per bucket, before any "
-               "fallback for failures)")  # fmt: skip
+    out.append(
+        f"without a GPU: {heuristic} variants (the heuristic's pick per bucket, before any "
+        "fallback for failures)"
+    )
     return "\n".join(out)

@@ -52,14 +52,34 @@ class GPU:
         }
 
 
-_AMPERE = dict(smem_per_block=166912, smem_per_sm=167936, regs_per_sm=65536,
-               max_threads_per_sm=2048, max_blocks_per_sm=32)  # fmt: skip
-_AMPERE_SMALL = dict(smem_per_block=101376, smem_per_sm=102400, regs_per_sm=65536,
-                     max_threads_per_sm=1536, max_blocks_per_sm=16)  # fmt: skip
-_ADA = dict(smem_per_block=101376, smem_per_sm=102400, regs_per_sm=65536,
-            max_threads_per_sm=1536, max_blocks_per_sm=24)  # fmt: skip
-_HOPPER = dict(smem_per_block=232448, smem_per_sm=233472, regs_per_sm=65536,
-               max_threads_per_sm=2048, max_blocks_per_sm=32)  # fmt: skip
+_AMPERE = dict(
+    smem_per_block=166912,
+    smem_per_sm=167936,
+    regs_per_sm=65536,
+    max_threads_per_sm=2048,
+    max_blocks_per_sm=32,
+)
+_AMPERE_SMALL = dict(
+    smem_per_block=101376,
+    smem_per_sm=102400,
+    regs_per_sm=65536,
+    max_threads_per_sm=1536,
+    max_blocks_per_sm=16,
+)
+_ADA = dict(
+    smem_per_block=101376,
+    smem_per_sm=102400,
+    regs_per_sm=65536,
+    max_threads_per_sm=1536,
+    max_blocks_per_sm=24,
+)
+_HOPPER = dict(
+    smem_per_block=232448,
+    smem_per_sm=233472,
+    regs_per_sm=65536,
+    max_threads_per_sm=2048,
+    max_blocks_per_sm=32,
+)
 
 GPUS: tuple[GPU, ...] = (
     GPU("A100", "sm_80", 108, tflops_16=312, gbps=2039, device_names=("A100",), **_AMPERE),
@@ -70,8 +90,9 @@ GPUS: tuple[GPU, ...] = (
     GPU("L40S", "sm_89", 142, tflops_16=362, gbps=864, device_names=("L40S",), **_ADA),
     GPU("RTX4090", "sm_89", 128, tflops_16=165, gbps=1008, device_names=("4090",), **_ADA),
     GPU("H100", "sm_90", 132, tflops_16=989, gbps=3350, device_names=("H100",), **_HOPPER),
-    GPU("H100-PCIE", "sm_90", 114, tflops_16=756, gbps=2000,
-        device_names=("H100 PCIe",), **_HOPPER),  # fmt: skip
+    GPU(
+        "H100-PCIE", "sm_90", 114, tflops_16=756, gbps=2000, device_names=("H100 PCIe",), **_HOPPER
+    ),
     GPU("H20", "sm_90", 78, tflops_16=148, gbps=4000, device_names=("H20",), **_HOPPER),
     GPU("H200", "sm_90", 132, tflops_16=989, gbps=4800, device_names=("H200",), **_HOPPER),
     GPU("GH200", "sm_90", 132, tflops_16=989, gbps=4000, device_names=("GH200",), **_HOPPER),
@@ -79,7 +100,9 @@ GPUS: tuple[GPU, ...] = (
 # Arch-only targets take a reference product's figures and match any GPU of the arch.
 _ARCH_REFERENCE = {"sm_80": "A100", "sm_86": "A10", "sm_89": "L40S", "sm_90": "H100"}
 ARCHS: tuple[GPU, ...] = tuple(
-    GPU(**{**{f: getattr(g, f) for f in GPU.__dataclass_fields__}, "name": arch, "device_names": ()})
+    GPU(
+        **{**{f: getattr(g, f) for f in GPU.__dataclass_fields__}, "name": arch, "device_names": ()}
+    )
     for arch, ref in _ARCH_REFERENCE.items()
     for g in GPUS
     if g.name == ref

@@ -31,7 +31,8 @@ READY_AOTC = r"""
 import time, sys
 t0 = time.perf_counter()
 import torch
-x = torch.randn(1, 4096, device="cuda", dtype=torch.float16); w = torch.ones(4096, device="cuda", dtype=torch.float16)
+x = torch.randn(1, 4096, device="cuda", dtype=torch.float16)
+w = torch.ones(4096, device="cuda", dtype=torch.float16)
 out = torch.empty_like(x); torch.cuda.synchronize()
 t1 = time.perf_counter()
 import loader
@@ -50,13 +51,15 @@ READY_TRITON = r"""
 import time, sys
 t0 = time.perf_counter()
 import torch
-x = torch.randn(1, 4096, device="cuda", dtype=torch.float16); w = torch.ones(4096, device="cuda", dtype=torch.float16)
+x = torch.randn(1, 4096, device="cuda", dtype=torch.float16)
+w = torch.ones(4096, device="cuda", dtype=torch.float16)
 out = torch.empty_like(x); torch.cuda.synchronize()
 t1 = time.perf_counter()
 sys.path.insert(0, sys.argv[1])
 from rmsnorm import rmsnorm_kernel
 t2 = time.perf_counter()
-rmsnorm_kernel[(1,)](x, w, out, 1, 4096, 4096, 4096, 1e-6, BLOCK_N=2048, num_warps=8); torch.cuda.synchronize()
+rmsnorm_kernel[(1,)](x, w, out, 1, 4096, 4096, 4096, 1e-6, BLOCK_N=2048, num_warps=8)
+torch.cuda.synchronize()
 t3 = time.perf_counter()
 print({"torch_setup": t1 - t0, "import": t2 - t1, "first_call": t3 - t2, "ready": t3 - t1})
 """
@@ -121,8 +124,14 @@ def per_call(bundle_path: str, n: int, repeats: int) -> dict[str, float]:
 
 def ready(bundle_path: str, runs: int) -> dict[str, dict[str, float]]:
     def run(code: str, arg: str, env: dict[str, str]) -> dict[str, float]:
-        proc = subprocess.run([sys.executable, "-c", code, arg], capture_output=True, text=True,
-                              env=env, cwd=ROOT, check=True)  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, "-c", code, arg],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            check=True,
+        )
         return eval(proc.stdout.strip().splitlines()[-1])  # our own child's dict literal
 
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -134,9 +143,7 @@ def ready(bundle_path: str, runs: int) -> dict[str, dict[str, float]]:
             tenv = {**env, "TRITON_CACHE_DIR": cache}
             out["triton_cold"].append(run(READY_TRITON, kernels, tenv))
             out["triton_warm"].append(run(READY_TRITON, kernels, tenv))
-    return {
-        k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in out.items()
-    }
+    return {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in out.items()}
 
 
 def main() -> None:
@@ -152,8 +159,10 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({"per_call_us": calls, "ready_s": rdy}, indent=2))
     base = calls["triton_jit"]
-    print("\nhost overhead per call (median of runs, µs)   [GPU time per kernel "
-          f"{calls['gpu_kernel_us']:.2f} µs]")  # fmt: skip
+    print(
+        "\nhost overhead per call (median of runs, µs)   [GPU time per kernel "
+        f"{calls['gpu_kernel_us']:.2f} µs]"
+    )
     print(f"{'launcher':<16}{'µs/call':>10}{'vs triton':>12}")
     for name in ("triton_jit", "aotc", "aotc_raw_ptrs"):
         print(f"{name:<16}{calls[name]:>10.2f}{calls[name] / base:>11.2f}x")
@@ -161,10 +170,14 @@ def main() -> None:
     print(f"{'path':<14}{'import':>9}{'open':>9}{'1st call':>10}{'ready':>9}{'vs aotc':>10}")
     a = rdy["aotc"]["ready"]
     for name, r in rdy.items():
-        print(f"{name:<14}{r['import']:>9.3f}{r.get('open', 0.0):>9.3f}{r['first_call']:>10.3f}"
-              f"{r['ready']:>9.3f}{r['ready'] / a:>9.1f}x")  # fmt: skip
-    print(f"aotc warmup of all {int(rdy['aotc']['modules'])} modules for this GPU: "
-          f"{rdy['aotc']['warmup_all'] * 1000:.1f} ms")
+        print(
+            f"{name:<14}{r['import']:>9.3f}{r.get('open', 0.0):>9.3f}{r['first_call']:>10.3f}"
+            f"{r['ready']:>9.3f}{r['ready'] / a:>9.1f}x"
+        )
+    print(
+        f"aotc warmup of all {int(rdy['aotc']['modules'])} modules for this GPU: "
+        f"{rdy['aotc']['warmup_all'] * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -40,9 +40,7 @@ _CTYPES: dict[str, type[Any]] = {
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
-def open(  # noqa: A001 - the module's public verb: loader.open(path)
-    path: str | os.PathLike[str], *, device: int | None = None
-) -> Bundle:
+def open(path: str | os.PathLike[str], *, device: int | None = None) -> Bundle:
     """Open ``path`` for the GPU of the current CUDA context (or ``device``)."""
     return Bundle(path, device=device)
 
@@ -146,7 +144,9 @@ class Bundle:
 class Launcher:
     """One variant made launchable: module, function, parameter buffer, grid function."""
 
-    def __init__(self, bundle: Bundle, spec: KernelSpec, variant: Variant, param_index: dict[str, int]):
+    def __init__(
+        self, bundle: Bundle, spec: KernelSpec, variant: Variant, param_index: dict[str, int]
+    ):
         self.variant = variant
         self.bundle = bundle
         self.checks = assumption_checks(variant, param_index)
@@ -211,9 +211,18 @@ class Launcher:
                 # A thread that never touched CUDA has no current context: give it ours.
                 self.bundle.device.make_current()
                 code = drv.launch_raw(
-                    self.function, gx, gy, gz, self.block, 1, 1, self.shared, stream,
-                    self.params, None,
-                )  # fmt: skip
+                    self.function,
+                    gx,
+                    gy,
+                    gz,
+                    self.block,
+                    1,
+                    1,
+                    self.shared,
+                    stream,
+                    self.params,
+                    None,
+                )
         if code:
             drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
 
@@ -302,7 +311,9 @@ class Kernel:
                 )
             found = self._instances.get(tuple(binding[v] for v in self._vars))
             if found is None:
-                have = ", ".join(str(dict(zip(self._vars, k, strict=True))) for k in self._instances)
+                have = ", ".join(
+                    str(dict(zip(self._vars, k, strict=True))) for k in self._instances
+                )
                 raise ArgumentError(
                     f"{self.name}(): no variant for element types {binding}; the bundle has {have}"
                 )
@@ -317,9 +328,7 @@ class Kernel:
                 )
         return inst
 
-    def select(
-        self, values: Sequence[Any], inst: _Instance
-    ) -> tuple[int, Launcher]:
+    def select(self, values: Sequence[Any], inst: _Instance) -> tuple[int, Launcher]:
         keys = [values[i] for i in self._key_positions]
         b = flat_bucket(self._buckets, keys) if keys else 0
         for launcher in inst.choices[b]:

@@ -31,10 +31,13 @@ def choose_target(
     def named(t: Target) -> int:
         """Length of the longest product name found in the device name as whole words."""
         return max(
-            (len(n) for n in t.device_names
-             if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", device_name, re.I)),
+            (
+                len(n)
+                for n in t.device_names
+                if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", device_name, re.I)
+            ),
             default=0,
-        )  # fmt: skip
+        )
 
     def rank(t: Target) -> tuple[int, int, int, int, str]:
         # prefer: named product (most specific name), exact cc, arch-only target, newest
@@ -63,9 +66,7 @@ def flat_bucket(boundaries: Sequence[Sequence[int]], values: Sequence[int]) -> i
     return index
 
 
-def assumption_checks(
-    variant: Variant, param_index: dict[str, int]
-) -> tuple[tuple[int, int], ...]:
+def assumption_checks(variant: Variant, param_index: dict[str, int]) -> tuple[tuple[int, int], ...]:
     """(argument position, 16 or 1) pairs a call must satisfy to use ``variant``."""
     return tuple(sorted((param_index[name], kind) for name, kind in variant.assume.items()))
 

@@ -61,14 +61,18 @@ _SIGNATURES: dict[str, tuple[str, list[Any]]] = {
         "cuLaunchKernel",
         [
             CUfunction,
-            ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-            ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
+            ctypes.c_uint,
             ctypes.c_uint,
             CUstream,
             ctypes.c_void_p,
             ctypes.c_void_p,
         ],
-    ),  # fmt: skip
+    ),
     "cuStreamSynchronize": ("cuStreamSynchronize", [CUstream]),
     "cuMemAlloc": ("cuMemAlloc_v2", [ctypes.POINTER(CUdeviceptr), ctypes.c_size_t]),
     "cuMemFree": ("cuMemFree_v2", [CUdeviceptr]),
@@ -87,14 +91,15 @@ class Driver:
         if self._get_error_name is not None and hasattr(self._get_error_name, "argtypes"):
             self._get_error_name.argtypes = [CUresult, ctypes.POINTER(ctypes.c_char_p)]
             self._get_error_name.restype = CUresult
-        for attr, (symbol, argtypes) in _SIGNATURES.items():
+        self._fn: dict[str, Callable[..., int]] = {}
+        for name, (symbol, argtypes) in _SIGNATURES.items():
             fn = getattr(lib, symbol)
             if hasattr(fn, "argtypes"):
                 fn.argtypes = argtypes
                 fn.restype = CUresult
-            setattr(self, f"_{attr}", fn)
+            self._fn[name] = fn
         # Raw launch entry, used on the hot path without the check() wrapper's overhead.
-        self.launch_raw: Callable[..., int] = self._cuLaunchKernel
+        self.launch_raw = self._fn["cuLaunchKernel"]
 
     def error_name(self, code: int) -> str:
         if self._get_error_name is None:
@@ -109,7 +114,7 @@ class Driver:
             raise CudaError(code, self.error_name(code), call, detail)
 
     def call(self, name: str, *args: Any) -> None:
-        self.check(getattr(self, f"_{name}")(*args), name)
+        self.check(self._fn[name](*args), name)
 
     # Typed helpers for the calls whose results the loader reads.
     def init(self) -> None:
@@ -162,7 +167,9 @@ class Driver:
     def get_function(self, module: int, name: str) -> int:
         fn = CUfunction()
         self.check(
-            self._cuModuleGetFunction(ctypes.byref(fn), ctypes.c_void_p(module), name.encode()),
+            self._fn["cuModuleGetFunction"](
+                ctypes.byref(fn), ctypes.c_void_p(module), name.encode()
+            ),
             "cuModuleGetFunction",
             f"kernel {name!r}",
         )
@@ -213,7 +220,10 @@ def get() -> Driver:
                     lib = ctypes.CDLL("libcuda.so.1")
                 except OSError as exc:
                     raise CudaError(
-                        100, "CUDA_ERROR_NO_DEVICE", "dlopen(libcuda.so.1)", f"{exc}; no NVIDIA driver"
+                        100,
+                        "CUDA_ERROR_NO_DEVICE",
+                        "dlopen(libcuda.so.1)",
+                        f"{exc}; no NVIDIA driver",
                     ) from None
                 drv = Driver(lib)
                 drv.init()

@@ -14,15 +14,43 @@ from typing import Any, TypeVar
 from .errors import BundleError
 
 SCALAR_TYPES = frozenset(
-    {"i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32", "fp64"}
+    {
+        "i1",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "u1",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "fp16",
+        "bf16",
+        "fp32",
+        "fp64",
+    }
 )
 INT_TYPES = frozenset({"i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64"})
 ELEMENT_TYPES = frozenset(
     {
-        "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
-        "fp8e4nv", "fp8e5", "fp16", "bf16", "fp32", "fp64",
+        "i1",
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "fp8e4nv",
+        "fp8e5",
+        "fp16",
+        "bf16",
+        "fp32",
+        "fp64",
     }
-)  # fmt: skip
+)
 # Triton 3.6 appends two pointers to every kernel: global scratch and profile scratch.
 TRITON_SCRATCH_ARGS = 2
 # Triton's specializations: a pointer/int divisible by 16, or an int equal to 1 (which

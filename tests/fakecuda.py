@@ -49,8 +49,12 @@ class FakeLib:
         return 0
 
     def cuGetErrorName(self, code: int, out: Any) -> int:
-        self._out(out, {1: b"CUDA_ERROR_INVALID_VALUE", 700: b"CUDA_ERROR_ILLEGAL_ADDRESS"}.get(
-            code, b"CUDA_ERROR_UNKNOWN"))  # fmt: skip
+        self._out(
+            out,
+            {1: b"CUDA_ERROR_INVALID_VALUE", 700: b"CUDA_ERROR_ILLEGAL_ADDRESS"}.get(
+                code, b"CUDA_ERROR_UNKNOWN"
+            ),
+        )
         return 0
 
     def cuDeviceGetCount(self, out: Any) -> int:
@@ -109,8 +113,20 @@ class FakeLib:
     def cuFuncSetCacheConfig(self, fn: Any, config: int) -> int:
         return 0
 
-    def cuLaunchKernel(self, fn: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
-                       shared: int, stream: Any, params: Any, extra: Any) -> int:  # fmt: skip
+    def cuLaunchKernel(
+        self,
+        fn: Any,
+        gx: int,
+        gy: int,
+        gz: int,
+        bx: int,
+        by: int,
+        bz: int,
+        shared: int,
+        stream: Any,
+        params: Any,
+        extra: Any,
+    ) -> int:
         if self.fail_launch:
             return self.fail_launch
         words = [ctypes.c_uint64.from_address(params[i]).value for i in range(len(params))]

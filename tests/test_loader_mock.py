@@ -34,8 +34,12 @@ class FakeTensor:
 
 class FakeArray:
     def __init__(self, addr: int, typestr: str = "<f2"):
-        self.__cuda_array_interface__ = {"data": (addr, False), "typestr": typestr,
-                                         "shape": (1,), "version": 3}  # fmt: skip
+        self.__cuda_array_interface__ = {
+            "data": (addr, False),
+            "typestr": typestr,
+            "shape": (1,),
+            "version": 3,
+        }
 
 
 @pytest.fixture
@@ -84,9 +88,7 @@ def test_product_target_preferred_over_arch(fake: FakeLib, tmp_path: Path) -> No
     assert loader.open(path).target.name == "sm_90"
 
 
-@pytest.mark.parametrize(
-    ("m", "bucket"), [(1, 0), (2, 1), (16, 1), (17, 2), (256, 2), (100000, 2)]
-)
+@pytest.mark.parametrize(("m", "bucket"), [(1, 0), (2, 1), (16, 1), (17, 2), (256, 2), (100000, 2)])
 def test_bucket_choice_and_grid(fake: FakeLib, bundle_path: Path, m: int, bucket: int) -> None:
     k = loader.open(bundle_path).kernel("scale")
     k(*call_args(m))
@@ -120,15 +122,31 @@ def test_parameters_packed_in_abi_order(fake: FakeLib, bundle_path: Path) -> Non
 
 def test_dtype_binding(fake: FakeLib, bundle_path: Path) -> None:
     k = loader.open(bundle_path).kernel("scale")
-    bf = [FakeTensor(0x10000, "torch.bfloat16"), FakeTensor(0x20000, "torch.bfloat16"), 8, 256, 1, 1.0]
+    bf = [
+        FakeTensor(0x10000, "torch.bfloat16"),
+        FakeTensor(0x20000, "torch.bfloat16"),
+        8,
+        256,
+        1,
+        1.0,
+    ]
     k(*bf)
     entry_fp16 = fake.modules[-1]
     assert b"bf16" in entry_fp16
     mixed = [FakeTensor(0x10000, "torch.bfloat16"), FakeTensor(0x20000), 8, 256, 1, 1.0]
-    with pytest.raises(loader.ArgumentError, match="'out_ptr' has element type fp16, expected bf16"):
+    with pytest.raises(
+        loader.ArgumentError, match="'out_ptr' has element type fp16, expected bf16"
+    ):
         k(*mixed)
     with pytest.raises(loader.ArgumentError, match="no variant for element types"):
-        k(FakeTensor(0x10000, "torch.float32"), FakeTensor(0x20000, "torch.float32"), 8, 256, 1, 1.0)
+        k(
+            FakeTensor(0x10000, "torch.float32"),
+            FakeTensor(0x20000, "torch.float32"),
+            8,
+            256,
+            1,
+            1.0,
+        )
     with pytest.raises(loader.ArgumentError, match="cannot tell the element type T"):
         k(0x10000, 0x20000, 8, 256, 1, 1.0)
     k(0x10000, 0x20000, 8, 256, 1, 1.0, dtypes={"T": "bf16"})
@@ -223,5 +241,12 @@ def test_ctypes_holders_match_abi_types(fake: FakeLib, bundle_path: Path) -> Non
     k(*call_args(5))
     launcher = next(iter(k._instances.values())).choices[1][0]
     kinds = [type(h) for h in launcher.holders]
-    assert kinds == [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32,
-                     ctypes.c_float, ctypes.c_uint64, ctypes.c_uint64]  # fmt: skip
+    assert kinds == [
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+        ctypes.c_int32,
+        ctypes.c_int32,
+        ctypes.c_float,
+        ctypes.c_uint64,
+        ctypes.c_uint64,
+    ]

@@ -17,8 +17,20 @@ def matmul_inputs(sizes, dtypes, device="cuda"):
     a = torch.randn(M, K, device=device, dtype=dt)
     b = torch.randn(K, N, device=device, dtype=dt) / K**0.5
     c = torch.empty(M, N, device=device, dtype=dt)
-    return [a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-            c.stride(0), c.stride(1)]  # fmt: skip
+    return [
+        a,
+        b,
+        c,
+        M,
+        N,
+        K,
+        a.stride(0),
+        a.stride(1),
+        b.stride(0),
+        b.stride(1),
+        c.stride(0),
+        c.stride(1),
+    ]
 
 
 def matmul_reference(a, b, c, M, N, K, *strides):

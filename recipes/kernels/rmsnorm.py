@@ -10,12 +10,16 @@ import triton.language as tl
 
 @triton.jit
 def rmsnorm_kernel(
-    x_ptr, w_ptr, out_ptr,
-    M, N,
-    stride_x, stride_out,
+    x_ptr,
+    w_ptr,
+    out_ptr,
+    M,
+    N,
+    stride_x,
+    stride_out,
     eps,
     BLOCK_N: tl.constexpr,
-):  # fmt: skip
+):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     out_row = out_ptr + row * stride_out

@@ -38,8 +38,9 @@ def example_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from aot.env import Environment
 
     out = tmp_path_factory.mktemp("bundle") / "example.aotc"
-    env = Environment(cache_dir=tmp_path_factory.mktemp("cache"), jobs=os.cpu_count() or 1,
-                      progress=False)  # fmt: skip
+    env = Environment(
+        cache_dir=tmp_path_factory.mktemp("cache"), jobs=os.cpu_count() or 1, progress=False
+    )
     build(EXAMPLE, out, env, ROOT)
     return out
 

@@ -72,7 +72,9 @@ def test_every_bucket_and_between(bundle, example_recipe, kname, dtype):  # type
     ms = sorted(set(kr.buckets["M"]) | set(BETWEEN))
     for m in ms:
         variant, errors = _run(bundle, example_recipe, kname, _sizes(kname, m), dtype)
-        assert variant.assume, f"M={m}: aligned contiguous inputs should get the specialized variant"
+        assert variant.assume, (
+            f"M={m}: aligned contiguous inputs should get the specialized variant"
+        )
         for name, err in errors.items():
             assert err < TOL[dtype], f"{kname} {dtype} M={m}: {name} rel. error {err:.2e}"
 
@@ -95,8 +97,9 @@ def test_matmul_transposed_and_offset_pointers(bundle, example_recipe, dtype):  
         bt = b.t().contiguous().t()  # same values, column-major: stride_bn != 1
         return [args[0], bt, *args[2:8], bt.stride(0), bt.stride(1), *args[10:]]
 
-    variant, errors = _run(bundle, example_recipe, "matmul", {"M": 64, "N": 512, "K": 256},
-                           dtype, transpose_b)  # fmt: skip
+    variant, errors = _run(
+        bundle, example_recipe, "matmul", {"M": 64, "N": 512, "K": 256}, dtype, transpose_b
+    )
     assert not variant.assume and errors["c_ptr"] < TOL[dtype]
 
     def offset_a(args):  # type: ignore[no-untyped-def]
@@ -106,8 +109,9 @@ def test_matmul_transposed_and_offset_pointers(bundle, example_recipe, dtype):  
         shifted.copy_(a)
         return [shifted, *args[1:]]
 
-    variant, errors = _run(bundle, example_recipe, "matmul", {"M": 64, "N": 512, "K": 256},
-                           dtype, offset_a)  # fmt: skip
+    variant, errors = _run(
+        bundle, example_recipe, "matmul", {"M": 64, "N": 512, "K": 256}, dtype, offset_a
+    )
     assert not variant.assume and errors["c_ptr"] < TOL[dtype]
 
 
@@ -124,13 +128,25 @@ def test_raw_pointers_stream_and_errors(bundle, example_recipe):  # type: ignore
     import loader
 
     kr = next(k for k in example_recipe.kernels if k.name == "rmsnorm")
-    x, w, out, M, N, sx, so, eps = _fn(example_recipe, kr.inputs)({"M": 8, "N": 4096}, {"T": "fp16"})
+    x, w, out, M, N, sx, so, eps = _fn(example_recipe, kr.inputs)(
+        {"M": 8, "N": 4096}, {"T": "fp16"}
+    )
     expected = _fn(example_recipe, kr.reference)(x, w, out, M, N, sx, so, eps)["out_ptr"]
     k = bundle.kernel("rmsnorm")
     stream = torch.cuda.Stream()
     out.fill_(float("nan"))
-    k(x.data_ptr(), w.data_ptr(), out.data_ptr(), M, N, sx, so, eps, stream=stream,
-      dtypes={"T": "fp16"})  # fmt: skip
+    k(
+        x.data_ptr(),
+        w.data_ptr(),
+        out.data_ptr(),
+        M,
+        N,
+        sx,
+        so,
+        eps,
+        stream=stream,
+        dtypes={"T": "fp16"},
+    )
     stream.synchronize()
     assert _rel_error(out, expected) < 1e-2
     with pytest.raises(loader.ArgumentError, match="takes 8 arguments"):

@@ -1,0 +1,78 @@
+"""The restricted expression language: what it computes and what it refuses."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loader.expr import ExprError, compile_function, parse
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "value"),
+    [
+        (
+            "cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)",
+            {"M": 100, "N": 64, "BLOCK_M": 16, "BLOCK_N": 64},
+            7,
+        ),
+        ("min(M, 8) + max(N, 3, 4) - 1", {"M": 5, "N": 2}, 8),
+        ("-(-M // 4) % 3", {"M": 9}, 0),
+        ("NUM_SMS * 2", {"NUM_SMS": 132}, 264),
+        ("7", {}, 7),
+    ],
+)
+def test_evaluates(text: str, env: dict[str, int], value: int) -> None:
+    assert parse(text).evaluate(env) == value
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("__import__('os')", "call __import__() is not allowed"),
+        ("M.bit_length()", "is not allowed"),
+        ("M / 2", "'/' is not allowed"),
+        ("M ** 2", "operator Pow"),
+        ("M if N else 1", "is not allowed"),
+        ("[M]", "is not allowed"),
+        ("lambda: 1", "is not allowed"),
+        ("1.5 * M", "literal 1.5"),
+        ("'a'", "literal 'a'"),
+        ("cdiv(M)", "cdiv() takes 2 arguments"),
+        ("min(M)", "takes at least 2"),
+        ("min", "bare name 'min'"),
+        ("M < N", "is not allowed"),
+        ("M +", "is not a valid expression"),
+        ("cdiv(a=M, b=2)", "keyword"),
+    ],
+)
+def test_refuses(text: str, fragment: str) -> None:
+    with pytest.raises(ExprError) as e:
+        parse(text)
+    assert fragment in str(e.value)
+
+
+def test_predicates_allow_comparisons_only_when_asked() -> None:
+    e = parse("BLOCK_M * BLOCK_N <= 128 * 256 and not num_warps > 8", predicate=True)
+    assert e.evaluate({"BLOCK_M": 128, "BLOCK_N": 256, "num_warps": 8})
+    assert not e.evaluate({"BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 8})
+
+
+def test_compile_function_folds_constants_and_ignores_unused_params() -> None:
+    fn = compile_function(
+        [parse("cdiv(M, BLOCK)"), parse("N"), parse("1")], ["ptr", "M", "N"], {"BLOCK": 64}
+    )
+    assert fn(0xDEAD, 130, 7) == (3, 7, 1)
+    with pytest.raises(ExprError, match="unknown name"):
+        compile_function([parse("Q")], ["M"])
+
+
+def test_param_named_like_a_helper_cannot_shadow_it() -> None:
+    fn = compile_function([parse("cdiv(x, 2)")], ["cdiv_", "x"])
+    assert fn(99, 5) == (3,)
+
+
+@given(st.integers(0, 10**9), st.integers(1, 10**6))
+def test_cdiv_matches_ceil(m: int, b: int) -> None:
+    assert parse("cdiv(M, B)").evaluate({"M": m, "B": b}) == -(-m // b) == (m + b - 1) // b

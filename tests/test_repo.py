@@ -1,0 +1,44 @@
+"""The repository's own promises: the README's commands, lint and types."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def readme_commands() -> list[str]:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert lines[0] == "```sh", "the README must open with its two commands"
+    end = lines.index("```", 1)
+    return lines[1:end]
+
+
+def test_readme_opens_with_exactly_two_commands_and_ci_runs_the_second() -> None:
+    commands = readme_commands()
+    assert len(commands) == 2
+    assert "aotc build recipes/example.toml" in commands[0]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert commands[1] in ci
+
+
+RUFF = shutil.which("ruff", path=str(Path(sys.executable).parent)) or shutil.which("ruff")
+
+
+@pytest.mark.skipif(RUFF is None, reason="ruff not installed")
+def test_ruff_clean() -> None:
+    assert RUFF is not None
+    ruff = RUFF
+    r = subprocess.run([ruff, "check", "."], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_mypy_clean() -> None:
+    pytest.importorskip("mypy")
+    r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
