@@ -12,6 +12,7 @@ from loader.format import BundleFile
 from loader.manifest import Manifest
 
 from .errors import BadBundle
+from .targets import label
 
 
 def _open(path: Path) -> tuple[BundleFile, Manifest]:
@@ -56,7 +57,7 @@ def inspect(path: Path) -> str:
         f"(sha256 {str(p.get('recipe_sha256'))[:12]})",
         f"  payload: {len(bf.entries)} cubins, {raw / 1024:.1f} KiB raw, "
         f"{stored / 1024:.1f} KiB compressed, manifest {bf.manifest_bytes_len / 1024:.1f} KiB",
-        "  targets: " + ", ".join(f"{t.name} ({t.arch}, {t.sms} SMs)" for t in m.targets),
+        "  targets: " + ", ".join(label(t.name, t.arch, t.sms) for t in m.targets),
         "",
     ]
     for k in m.kernels:

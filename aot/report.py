@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from .compile import Compiled
 from .plan import Plan, Variant
 from .select import Selection
+from .targets import label
 
 
 def render(
@@ -20,7 +21,7 @@ def render(
         "",
         f"- bundle: `{bundle_name}`",
         f"- recipe: `{r.path.name}` (sha256 `{r.sha256[:16]}…`)",
-        f"- targets: {', '.join(f'{t.name} ({t.arch})' for t in r.targets)}",
+        f"- targets: {', '.join(label(t.name, t.arch, t.sms) for t in r.targets)}",
         f"- plan: {plan.size} variants possible; compiled {len(compiled)}: {ok} ok, "
         f"{len(failed)} failed",
         "",

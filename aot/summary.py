@@ -7,13 +7,14 @@ from collections import defaultdict
 from .build import cached_ranker
 from .plan import Instance, Plan
 from .select import wanted_variants
+from .targets import label
 
 
 def describe_plan(plan: Plan) -> str:
     r = plan.recipe
     out = [
         f"recipe {r.name} {r.version} ({r.path})",
-        "targets: " + ", ".join(f"{t.name} ({t.arch}, {t.sms} SMs)" for t in r.targets),
+        "targets: " + ", ".join(label(t.name, t.arch, t.sms) for t in r.targets),
         "",
     ]
     by_kernel: dict[str, list[Instance]] = defaultdict(list)

@@ -110,6 +110,11 @@ ARCHS: tuple[GPU, ...] = tuple(
 _BY_NAME = {g.name.lower(): g for g in (*GPUS, *ARCHS)}
 
 
+def label(name: str, arch: str, sms: int) -> str:
+    """How reports name a target: ``H100 (sm_90, 132 SMs)`` or ``sm_90 (132 SMs)``."""
+    return f"{name} ({sms} SMs)" if name == arch else f"{name} ({arch}, {sms} SMs)"
+
+
 class UnknownTarget(ValueError):
     pass
 

@@ -42,3 +42,14 @@ def test_mypy_clean() -> None:
     pytest.importorskip("mypy")
     r = subprocess.run([sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_recipe_docs_example_matches_example_recipe() -> None:
+    import tomllib
+
+    text = (ROOT / "recipes" / "README.md").read_text()
+    block = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    documented = tomllib.loads(block)
+    actual = tomllib.loads((ROOT / "recipes" / "example.toml").read_text())
+    assert documented["bundle"] == actual["bundle"]
+    assert documented["kernel"][0] == actual["kernel"][0]
