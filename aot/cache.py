@@ -27,6 +27,9 @@ class CompileCache:
         d = self.root / key[:2]
         return d / f"{key}.json", d / f"{key}.cubin"
 
+    def has(self, key: str) -> bool:
+        return self.root is not None and self._paths(key)[0].exists()
+
     def get(self, key: str) -> tuple[dict[str, Any], bytes] | None:
         if self.root is None:
             return None

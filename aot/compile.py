@@ -12,7 +12,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import multiprocessing
 import os
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,97 @@ def _worker_init(triton_cache: str | None) -> None:
     import triton  # noqa: F401 - pay the import once per worker, not per job
 
 
+class CompilePool:
+    """Compiles variants in worker processes, through the cache, as futures.
+
+    The tuner submits every candidate up front (best-ranked first) and waits only for the
+    one it is about to benchmark, so compiling overlaps with benchmarking. Variants of one
+    arch share a job (H100 and H200 are both sm_90) and failures are cached like successes.
+    """
+
+    def __init__(self, plan: Plan, cache: CompileCache, jobs: int):
+        self.plan = plan
+        self.cache = cache
+        self.jobs = max(1, jobs)
+        self._triton_cache = str(cache.root.parent / "triton") if cache.root else None
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._jobs: dict[str, cf.Future[dict[str, Any]]] = {}
+        self._results: dict[Variant, cf.Future[Compiled]] = {}
+        self._lock = threading.Lock()
+
+    def _executor(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = cf.ProcessPoolExecutor(
+                max_workers=self.jobs,
+                mp_context=multiprocessing.get_context("spawn"),  # the parent may hold CUDA
+                initializer=_worker_init,
+                initargs=(self._triton_cache,),
+            )
+        return self._pool
+
+    def submit(self, inst: Instance, var: Variant) -> cf.Future[Compiled]:
+        with self._lock:
+            fut = self._results.get(var)
+            if fut is not None:
+                return fut
+            fut = cf.Future()
+            self._results[var] = fut
+            job = job_for(self.plan, inst, var)
+            key = cache_key(self.plan, inst, job)
+            hit = self.cache.get(key)
+            if hit is not None:
+                fut.set_result(_finish(inst, var, job, hit[0], hit[1], cached=True))
+                return fut
+            jf = self._jobs.get(key)
+            if jf is None:
+                jf = self._jobs[key] = self._executor().submit(run_job, job)
+        jf.add_done_callback(lambda f: self._done(f, fut, inst, var, job, key))
+        return fut
+
+    def _done(
+        self,
+        jf: cf.Future[dict[str, Any]],
+        fut: cf.Future[Compiled],
+        inst: Instance,
+        var: Variant,
+        job: Job,
+        key: str,
+    ) -> None:
+        try:
+            rec = jf.result()
+        except cf.process.BrokenProcessPool:
+            # A compiler crash (a segfault in MLIR, say) breaks the whole pool; run the
+            # affected job alone, in its own process, to pin the crash on the right variant.
+            rec = _run_isolated(job, self._triton_cache)
+        except Exception as exc:  # any failure is a result, not a crash
+            rec = {"ok": False, "reason": _reason(exc)}
+        with self._lock:
+            if not self.cache.has(key):
+                self.cache.put(key, {k: v for k, v in rec.items() if k != "cubin"},
+                               rec.get("cubin", b""))  # fmt: skip
+            if self._jobs.get(key) is jf and self._pool is not None and self._broken():
+                self._pool = None  # the next submit starts a fresh pool
+        fut.set_result(_finish(inst, var, job, rec, rec.get("cubin", b""), cached=False))
+
+    def _broken(self) -> bool:
+        return bool(self._pool is not None and getattr(self._pool, "_broken", False))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def _run_isolated(job: Job, triton_cache: str | None) -> dict[str, Any]:
+    ctx = multiprocessing.get_context("spawn")
+    with cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init,
+                                initargs=(triton_cache,)) as solo:  # fmt: skip
+        try:
+            return solo.submit(run_job, job).result()
+        except cf.process.BrokenProcessPool:
+            return {"ok": False, "reason": "the Triton compiler crashed (process died)"}
+
+
 def compile_variants(
     plan: Plan,
     variants: Iterable[tuple[Instance, Variant]],
@@ -170,77 +262,19 @@ def compile_variants(
     progress: bool = True,
 ) -> dict[Variant, Compiled]:
     """Compile what is not cached, ``jobs`` at a time. Returns one result per variant."""
-    todo: list[tuple[Instance, Variant, Job, str]] = []
-    results: dict[Variant, Compiled] = {}
-    seen: set[Variant] = set()
-    for inst, var in variants:
-        if var in seen:
-            continue
-        seen.add(var)
-        job = job_for(plan, inst, var)
-        key = cache_key(plan, inst, job)
-        hit = cache.get(key)
-        if hit is not None:
-            results[var] = _finish(inst, var, job, hit[0], hit[1], cached=True)
-        else:
-            todo.append((inst, var, job, key))
-    # Variants of one arch share cubins across targets (H100 and H200 are both sm_90).
-    unique: dict[str, Job] = {key: job for _, _, job, key in todo}
-    records = _run_all(list(unique.items()), jobs, progress, cache)
-    for inst, var, job, key in todo:
-        rec = records[key]
-        results[var] = _finish(inst, var, job, rec, rec.get("cubin", b""), cached=False)
-    return results
-
-
-def _run_all(
-    items: Sequence[tuple[str, Job]], jobs: int, progress: bool, cache: CompileCache
-) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    if not items:
-        return out
-    bar = Progress(len(items), "compile", enabled=progress)
-
-    def record(key: str, rec: dict[str, Any]) -> None:
-        out[key] = rec
-        cache.put(key, {k: v for k, v in rec.items() if k != "cubin"}, rec.get("cubin", b""))
-        bar.advance("" if rec["ok"] else "failed")
-
-    triton_cache = str(cache.root.parent / "triton") if cache.root else None
-    if jobs <= 1 or len(items) == 1:
-        _worker_init(triton_cache)
-        for key, job in items:
-            record(key, run_job(job))
+    pool = CompilePool(plan, cache, jobs)
+    try:
+        futures: dict[Variant, cf.Future[Compiled]] = {}
+        for inst, var in variants:
+            futures.setdefault(var, pool.submit(inst, var))
+        pending = [f for f in futures.values() if not f.done()]
+        bar = Progress(len(pending), "compile", enabled=progress)
+        for f in cf.as_completed(pending):
+            bar.advance("" if f.result().ok else "failed")
         bar.close()
-        return out
-    crashed: list[tuple[str, Job]] = []
-    ctx = multiprocessing.get_context("spawn")  # no fork: the parent may hold a CUDA context
-    with cf.ProcessPoolExecutor(
-        max_workers=min(jobs, len(items)),
-        mp_context=ctx,
-        initializer=_worker_init,
-        initargs=(triton_cache,),
-    ) as pool:
-        futures = {pool.submit(run_job, job): (key, job) for key, job in items}
-        for fut in cf.as_completed(futures):
-            key, job = futures[fut]
-            try:
-                record(key, fut.result())
-            except cf.process.BrokenProcessPool:
-                crashed.append((key, job))
-    # A compiler crash (segfault in MLIR, say) breaks the whole pool; rerun the affected
-    # jobs one at a time, each in its own process, to pin the crash on the right variant.
-    for key, job in crashed:
-        with cf.ProcessPoolExecutor(
-            1, mp_context=ctx, initializer=_worker_init, initargs=(triton_cache,)
-        ) as solo:
-            try:
-                record(key, solo.submit(run_job, job).result())
-            except cf.process.BrokenProcessPool:
-                out[key] = {"ok": False, "reason": "the Triton compiler crashed (process died)"}
-                bar.advance("crashed")
-    bar.close()
-    return out
+        return {v: f.result() for v, f in futures.items()}
+    finally:
+        pool.close()
 
 
 def _finish(

@@ -12,7 +12,7 @@ import ctypes
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from . import args as _args
 from . import driver as _driver
@@ -76,6 +76,26 @@ class Device:
         self.drv.set_current(self.context)
 
 
+class EntrySource(Protocol):
+    """Where launchers get their device and cubins: a Bundle, or InMemory for the tuner."""
+
+    device: Device
+
+    def read_entry(self, name: str) -> bytes: ...
+
+
+class InMemory:
+    """Cubins held in memory, launched through the same path as a bundle's. The builder's
+    tuner uses this to benchmark exactly what a bundle will ship before it exists."""
+
+    def __init__(self, device: Device, entries: Mapping[str, bytes]):
+        self.device = device
+        self.entries = dict(entries)
+
+    def read_entry(self, name: str) -> bytes:
+        return self.entries[name]
+
+
 class Bundle:
     def __init__(self, path: str | os.PathLike[str], *, device: int | None = None):
         self.file = BundleFile(path)
@@ -116,7 +136,7 @@ class Bundle:
                             f"no kernel {name!r} in {self.file.path}; it has: "
                             f"{', '.join(self.kernel_names)}"
                         ) from None
-                    k = self._kernels[name] = Kernel(self, spec)
+                    k = self._kernels[name] = Kernel(self, spec, self.target.name)
         return k
 
     __getitem__ = kernel
@@ -145,15 +165,15 @@ class Launcher:
     """One variant made launchable: module, function, parameter buffer, grid function."""
 
     def __init__(
-        self, bundle: Bundle, spec: KernelSpec, variant: Variant, param_index: dict[str, int]
+        self, source: EntrySource, spec: KernelSpec, variant: Variant, param_index: dict[str, int]
     ):
         self.variant = variant
-        self.bundle = bundle
+        self.source = source
         self.checks = assumption_checks(variant, param_index)
         self.block = variant.num_warps * 32
         self.shared = variant.shared
         names = [p.name for p in spec.params]
-        consts = {**variant.meta, "NUM_SMS": bundle.device.sms}
+        consts = {**variant.meta, "NUM_SMS": source.device.sms}
         self.grid: Callable[..., tuple[int, ...]] = compile_function(
             [parse(g) for g in spec.grid], names, consts
         )
@@ -174,7 +194,7 @@ class Launcher:
         with self._lock:
             if self.function:
                 return
-            dev = self.bundle.device
+            dev = self.source.device
             if self.shared > dev.max_shared:
                 raise CudaError(
                     1,
@@ -183,7 +203,7 @@ class Launcher:
                     f"variant {self.variant.id} needs {self.shared} bytes of shared memory; "
                     f"{dev.name} allows {dev.max_shared}",
                 )
-            image = self.bundle.read_entry(self.variant.entry)
+            image = self.source.read_entry(self.variant.entry)
             drv = dev.drv
             module = drv.load_module(image)
             fn = drv.get_function(module, self.variant.function)
@@ -199,7 +219,7 @@ class Launcher:
             return
         if gx > _MAX_GRID[0] or gy > _MAX_GRID[1] or gz > _MAX_GRID[2]:
             raise ArgumentError(f"grid ({gx}, {gy}, {gz}) exceeds the CUDA limits {_MAX_GRID}")
-        drv = self.bundle.device.drv
+        drv = self.source.device.drv
         with self._lock:
             holders = self.holders
             for slot, pos in enumerate(self.positions):
@@ -209,7 +229,7 @@ class Launcher:
             )
             if code == CUDA_ERROR_INVALID_CONTEXT:
                 # A thread that never touched CUDA has no current context: give it ours.
-                self.bundle.device.make_current()
+                self.source.device.make_current()
                 code = drv.launch_raw(
                     self.function,
                     gx,
@@ -228,12 +248,14 @@ class Launcher:
 
 
 class _Instance:
-    """A kernel's launchers for one dtype binding on this bundle's target."""
+    """A kernel's launchers for one dtype binding on one target."""
 
-    def __init__(self, bundle: Bundle, spec: KernelSpec, inst: Any, param_index: dict[str, int]):
+    def __init__(
+        self, source: EntrySource, spec: KernelSpec, inst: Any, param_index: dict[str, int]
+    ):
         self.dtypes: Mapping[str, str] = inst.dtypes
         launchers = {
-            vid: Launcher(bundle, spec, v, param_index) for vid, v in inst.variants.items()
+            vid: Launcher(source, spec, v, param_index) for vid, v in inst.variants.items()
         }
         self.launchers = launchers
         self.choices = [
@@ -246,8 +268,9 @@ class _Instance:
 class Kernel:
     """A callable kernel: ``kernel(*args, stream=None)`` picks bucket and variant, launches."""
 
-    def __init__(self, bundle: Bundle, spec: KernelSpec):
-        self.bundle = bundle
+    def __init__(self, source: EntrySource, spec: KernelSpec, target: str):
+        self.source = source
+        self.target = target
         self.spec = spec
         self.name = spec.name
         self.params: tuple[Param, ...] = spec.params
@@ -257,12 +280,12 @@ class Kernel:
         self._instances: dict[tuple[str, ...], _Instance] = {}
         self._vars = tuple(sorted(spec.dtype_vars))
         for inst in spec.instances:
-            if inst.target == bundle.target.name:
+            if inst.target == target:
                 key = tuple(inst.dtypes[v] for v in self._vars)
-                self._instances[key] = _Instance(bundle, spec, inst, index)
+                self._instances[key] = _Instance(source, spec, inst, index)
         if not self._instances:
             raise NoTargetError(
-                f"kernel {self.name!r} has no variants for target {bundle.target.name} "
+                f"kernel {self.name!r} has no variants for target {target} "
                 "(every candidate failed to compile?); see `aotc inspect`"
             )
         # For each dtype variable, the pointer params whose element type it names.
@@ -273,7 +296,7 @@ class Kernel:
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)
-        return f"<aotc kernel {self.name}({sig}) on {self.bundle.target.name}>"
+        return f"<aotc kernel {self.name}({sig}) on {self.target}>"
 
     def convert(self, args: Sequence[Any]) -> tuple[list[Any], dict[int, str]]:
         if len(args) != len(self.params):
