@@ -21,7 +21,7 @@ from .env import Environment
 from .pack import encode_bundle, make_manifest
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
-from .select import Ranker, Selection, select, wanted_variants
+from .select import Ranker, Selection, heuristic_chooser, select, wanted_variants
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,14 @@ def cached_ranker(plan: Plan) -> Ranker:
     return ranker
 
 
-def compile_selected(plan: Plan, ranker: Ranker, env: Environment) -> dict[Variant, Compiled]:
+def compile_selected(
+    plan: Plan, chooser: Chooser, env: Environment, done: dict[Variant, Compiled] | None = None
+) -> dict[Variant, Compiled]:
+    """Compile until every bucket's first viable choice is known (``done``: already known)."""
     cache = CompileCache(env.cache_dir)
-    compiled: dict[Variant, Compiled] = {}
+    compiled = dict(done or {})
     while True:
-        wanted = wanted_variants(plan, ranker, compiled)
+        wanted = wanted_variants(plan, chooser, compiled)
         if not wanted:
             return compiled
         compiled.update(
@@ -69,9 +72,9 @@ def build(recipe_path: Path, output: Path | None, env: Environment, cwd: Path) -
     start = time.monotonic()
     recipe = load(recipe_path)
     plan = make_plan(recipe)
-    ranker = cached_ranker(plan)
-    compiled = compile_selected(plan, ranker, env)
-    selection: Selection = select(plan, ranker, compiled)
+    chooser = heuristic_chooser(cached_ranker(plan))
+    compiled = compile_selected(plan, chooser, env)
+    selection: Selection = select(plan, chooser, compiled)
     manifest, payloads = make_manifest(plan, selection, compiled)
     data = encode_bundle(manifest, payloads)
     out = output if output is not None else default_output(recipe, cwd)

@@ -32,7 +32,13 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 TOP_KEYS = ("format", "bundle", "kernel")
 BUNDLE_KEYS = ("name", "version", "targets")
+TUNE_KEYS = (
+    "strategy", "budget", "patience", "seed", "finalists", "rounds", "flops", "bytes",
+    "baseline", "tolerance",
+)  # fmt: skip
+STRATEGIES = ("model", "bayes", "random", "grid")
 KERNEL_KEYS = (
+    "tune",
     "name",
     "source",
     "signature",
@@ -48,6 +54,22 @@ KERNEL_KEYS = (
     "reference",
     "inputs",
 )
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """How the tuner searches one kernel (``[kernel.tune]``); see recipes/README.md."""
+
+    strategy: str = "model"
+    budget: int = 60  # most benchmarks per (target, dtypes, bucket)
+    patience: int = 20  # stop after this many benchmarks without a gain above 1%
+    seed: int = 0
+    finalists: int = 5  # re-measured interleaved, and verified, before choosing
+    rounds: int = 5
+    flops: Expr | None = None  # work per call, for TFLOP/s in the report
+    bytes: Expr | None = None  # bytes moved per call, for GB/s
+    baseline: str | None = None  # "path.py:function" doing the same work another way
+    tolerance: float | None = None  # relative error allowed; default by dtype
 
 
 @dataclass(frozen=True)
@@ -68,6 +90,7 @@ class KernelRecipe:
     # Each: param -> 16 (divisible by 16) or 1 (equal to 1). The generic variant (no
     # assumptions) is always added by the planner and is not listed here.
     specializations: tuple[Mapping[str, int], ...]
+    tune: TuneSettings
     reference: str | None  # "path.py:function", relative to the recipe
     inputs: str | None
 
@@ -411,9 +434,46 @@ def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> Kern
         default=default,
         constraints=tuple(constraints),
         specializations=specializations,
+        tune=_tune(v, k, w, root, set(signature) | meta),
         reference=reference,
         inputs=inputs,
     )
+
+
+def _tune(v: _Validator, k: Mapping[str, Any], w: str, root: Path, names: set[str]) -> TuneSettings:
+    t = v.table(k, "tune", w)
+    v.keys(t, TUNE_KEYS, f"{w}.tune")
+    key = f"{w}.tune"
+    out: dict[str, Any] = {}
+    if "strategy" in t:
+        if t["strategy"] not in STRATEGIES:
+            close = difflib.get_close_matches(str(t["strategy"]), STRATEGIES, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            v.fail(f"{key}.strategy", f"{t['strategy']!r} is unknown; {hint}use one of "
+                   f"{', '.join(STRATEGIES)}")  # fmt: skip
+        out["strategy"] = t["strategy"]
+    for name, minimum in (("budget", 1), ("patience", 1), ("seed", 0), ("finalists", 1),
+                          ("rounds", 1)):  # fmt: skip
+        if name in t:
+            out[name] = v.int_value(t[name], f"{key}.{name}", minimum=minimum)
+    for name in ("flops", "bytes"):
+        if name in t:
+            try:
+                e = parse(str(t[name]))
+            except ExprError as exc:
+                v.fail(f"{key}.{name}", str(exc))
+            unknown = e.names - names
+            if unknown:
+                v.fail(f"{key}.{name}", f"unknown name(s) {_sorted(unknown)}")
+            out[name] = e
+    if "baseline" in t:
+        out["baseline"] = _optional_ref(v, t, "baseline", key, root)
+    if "tolerance" in t:
+        tol = t["tolerance"]
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
+            v.fail(f"{key}.tolerance", f"{tol!r} must be a number between 0 and 1")
+        out["tolerance"] = float(tol)
+    return TuneSettings(**out)
 
 
 def _source(v: _Validator, text: str, key: str, root: Path) -> tuple[Path, str]:

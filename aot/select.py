@@ -1,7 +1,9 @@
 """Select: one config (and its compiled variants) per (kernel, target, dtypes, bucket).
 
-A separate stage so that where the choice comes from — the heuristic today, measurements
-from the tuner, a neighbouring target's result — never touches compile or pack.
+A separate stage so that where a choice comes from — the heuristic, the tuner's
+measurements, a neighbouring target's result — never touches compile or pack. A
+``Chooser`` returns, for a bucket, the configs to use in order of preference, each with
+how it was chosen; selection takes the first whose generic variant compiled and fits.
 """
 
 from __future__ import annotations
@@ -19,6 +21,21 @@ InstanceKey = tuple[str, str, tuple[tuple[str, str], ...]]
 
 
 @dataclass(frozen=True)
+class Pick:
+    config: Config
+    how: str
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+
+Chooser = Callable[[Instance, tuple[int, ...]], list[Pick]]
+Ranker = Callable[[Instance, tuple[int, ...]], list[Config]]
+
+
+def heuristic_chooser(ranker: Ranker) -> Chooser:
+    return lambda inst, bucket: [Pick(c, HEURISTIC) for c in ranker(inst, bucket)]
+
+
+@dataclass(frozen=True)
 class BucketChoice:
     bucket: tuple[int, ...]
     config: Config
@@ -32,26 +49,22 @@ class Selection:
     choices: Mapping[InstanceKey, tuple[BucketChoice, ...]]
 
 
-Ranker = Callable[[Instance, tuple[int, ...]], list[Config]]
-
-
 def generic_variant(inst: Instance, config: Config) -> Variant:
     return next(v for v in inst.variants((config,)) if v.spec == GENERIC)
 
 
 def wanted_variants(
-    plan: Plan, ranker: Ranker, compiled: Mapping[Variant, Compiled]
+    plan: Plan, chooser: Chooser, compiled: Mapping[Variant, Compiled]
 ) -> list[tuple[Instance, Variant]]:
     """Variants still to compile before every bucket has its best viable config: for each
-    bucket, the first ranked config whose generic variant is not yet known to fail."""
+    bucket, the first preferred config whose generic variant is not yet known to fail."""
     want: dict[Variant, Instance] = {}
     for inst in plan.instances:
         for bucket in inst.buckets:
-            for config in ranker(inst, bucket):
-                g = generic_variant(inst, config)
-                result = compiled.get(g)
+            for pick in chooser(inst, bucket):
+                result = compiled.get(generic_variant(inst, pick.config))
                 if result is None:
-                    for v in inst.variants((config,)):
+                    for v in inst.variants((pick.config,)):
                         if v not in compiled:
                             want[v] = inst
                     break
@@ -60,31 +73,29 @@ def wanted_variants(
     return [(inst, v) for v, inst in want.items()]
 
 
-def select(
-    plan: Plan, ranker: Ranker, compiled: Mapping[Variant, Compiled], how: str = HEURISTIC
-) -> Selection:
-    """Per bucket, the best-ranked config whose generic variant compiled and fits."""
+def select(plan: Plan, chooser: Chooser, compiled: Mapping[Variant, Compiled]) -> Selection:
+    """Per bucket, the first preferred config whose generic variant compiled and fits."""
     choices: dict[InstanceKey, tuple[BucketChoice, ...]] = {}
     for inst in plan.instances:
         row: list[BucketChoice] = []
         for bucket in inst.buckets:
-            ranked = ranker(inst, bucket)
-            for config in ranked:
-                g = compiled.get(generic_variant(inst, config))
+            picks = chooser(inst, bucket)
+            for pick in picks:
+                g = compiled.get(generic_variant(inst, pick.config))
                 if g is not None and g.ok:
                     ok = tuple(
                         compiled[v]
-                        for v in inst.variants((config,))
+                        for v in inst.variants((pick.config,))
                         if v in compiled and compiled[v].ok
                     )
-                    row.append(BucketChoice(bucket, config, ok, how))
+                    row.append(BucketChoice(bucket, pick.config, ok, pick.how, pick.metrics))
                     break
             else:
                 reasons = sorted(
                     {
-                        compiled[generic_variant(inst, c)].reason
-                        for c in ranked
-                        if generic_variant(inst, c) in compiled
+                        compiled[generic_variant(inst, p.config)].reason
+                        for p in picks
+                        if generic_variant(inst, p.config) in compiled
                     }
                 )
                 raise BuildError(

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from .build import cached_ranker
 from .plan import Instance, Plan
-from .select import wanted_variants
+from .select import heuristic_chooser, wanted_variants
 from .targets import label
 
 
@@ -53,7 +53,7 @@ def describe_plan(plan: Plan) -> str:
             f"{len(specs)} specializations"
         )
         out.append("")
-    heuristic = len(wanted_variants(plan, cached_ranker(plan), {}))
+    heuristic = len(wanted_variants(plan, heuristic_chooser(cached_ranker(plan)), {}))
     out.append(f"matrix: {plan.size} variants in all (what a tuner compiles)")
     out.append(
         f"without a GPU: {heuristic} variants (the heuristic's pick per bucket, before any "

@@ -19,6 +19,19 @@ def cubin_runs_on(arch_cc: tuple[int, int], device_cc: tuple[int, int]) -> bool:
     return device_cc[1] >= arch_cc[1]
 
 
+def name_match(target: Target, device_name: str) -> int:
+    """Length of the longest of the target's product names found in the device name as
+    whole words (``H200`` matches "NVIDIA H200" but not "NVIDIA GH200"); 0 if none."""
+    return max(
+        (
+            len(n)
+            for n in target.device_names
+            if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", device_name, re.I)
+        ),
+        default=0,
+    )
+
+
 def choose_target(
     targets: Sequence[Target], device_cc: tuple[int, int], device_name: str
 ) -> Target | None:
@@ -28,21 +41,10 @@ def choose_target(
     if not runnable:
         return None
 
-    def named(t: Target) -> int:
-        """Length of the longest product name found in the device name as whole words."""
-        return max(
-            (
-                len(n)
-                for n in t.device_names
-                if re.search(rf"(?<![A-Za-z0-9]){re.escape(n)}(?![A-Za-z0-9])", device_name, re.I)
-            ),
-            default=0,
-        )
-
     def rank(t: Target) -> tuple[int, int, int, int, str]:
         # prefer: named product (most specific name), exact cc, arch-only target, newest
         return (
-            -named(t),
+            -name_match(t, device_name),
             0 if t.cc == device_cc else 1,
             0 if not t.device_names else 1,
             -t.cc[1],

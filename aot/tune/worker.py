@@ -1,0 +1,223 @@
+"""The benchmark worker: a long-lived process that owns one GPU.
+
+It receives kernels as a manifest fragment plus cubins, launches them through the loader
+(``loader.bundle.Kernel`` over ``InMemory`` entries: the exact cubins and launch path a
+bundle will ship), and times them with CUDA events after warm-up, flushing L2 before every
+repetition and rotating input sets when they fit in L2. Inputs come from the recipe's
+``inputs`` function (fresh random data, never zeros).
+
+A CUDA error such as an illegal address poisons the process's context, so the worker
+reports it and exits; the parent (``gpu.py``) starts a new one. PyTorch is imported here
+and only here: this module runs in the worker process, never in the builder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import statistics
+import sys
+import traceback
+from collections import OrderedDict
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+TARGET_MS = 25.0  # time spent measuring one candidate once warm
+MIN_REPS, MAX_REPS = 5, 200
+FLUSH_BYTES = 256 * 1024 * 1024  # more than any GPU's L2 (the H200 has 60 MB)
+FATAL_MARKERS = ("illegal", "misaligned", "unspecified launch failure", "CUDA_ERROR",
+                 "device-side assert", "an illegal instruction")  # fmt: skip
+
+
+def _load(ref: str) -> Callable[..., Any]:
+    file, _, name = ref.rpartition(":")
+    path = Path(file).resolve()
+    modname = "aotc_worker_" + str(abs(hash(str(path))))
+    mod = sys.modules.get(modname)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(modname, path)
+        assert spec is not None and spec.loader is not None
+        mod = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.parent))
+        sys.modules[modname] = mod
+        spec.loader.exec_module(mod)
+    fn: Callable[..., Any] = getattr(mod, name)
+    return fn
+
+
+class Worker:
+    def __init__(self, ordinal: int):
+        import torch
+
+        from loader import driver
+        from loader.bundle import Device
+
+        self.torch = torch
+        torch.cuda.set_device(ordinal)
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # make the primary context current
+        self.device = Device(driver.get(), None)
+        props = torch.cuda.get_device_properties(ordinal)
+        self.name = props.name
+        self.l2 = int(getattr(props, "L2_cache_size", 50 * 2**20))
+        self.flush_buf = torch.empty(max(FLUSH_BYTES, 4 * self.l2) // 4, dtype=torch.int32,
+                                     device="cuda")  # fmt: skip
+        self.inputs: OrderedDict[str, list[list[Any]]] = OrderedDict()
+
+    # -- inputs -----------------------------------------------------------------------
+    def _nbytes(self, args: list[Any]) -> int:
+        return sum(a.numel() * a.element_size() for a in args if hasattr(a, "element_size"))
+
+    def input_sets(
+        self, ref: str, sizes: dict[str, int], dtypes: dict[str, str]
+    ) -> list[list[Any]]:
+        key = repr((ref, sorted(sizes.items()), sorted(dtypes.items())))
+        sets = self.inputs.get(key)
+        if sets is None:
+            make = _load(ref)
+            first = list(make(sizes, dtypes))
+            sets = [first]
+            # Rotate among copies when one set fits in L2, so repetitions read cold data.
+            n = self._nbytes(first)
+            if 0 < n * 2 <= self.l2:
+                sets += [list(make(sizes, dtypes)) for _ in range(min(8, self.l2 // n))]
+            self.inputs[key] = sets
+            while len(self.inputs) > 3:
+                self.inputs.popitem(last=False)
+        else:
+            self.inputs.move_to_end(key)
+        return sets
+
+    # -- timing -----------------------------------------------------------------------
+    def time(
+        self, fn: Callable[[list[Any]], None], sets: list[list[Any]], target_ms: float
+    ) -> list[float]:
+        torch = self.torch
+        fn(sets[0])
+        torch.cuda.synchronize()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        self.flush_buf.zero_()
+        start.record()
+        fn(sets[0])
+        end.record()
+        torch.cuda.synchronize()
+        estimate = max(start.elapsed_time(end), 1e-3)
+        reps = int(min(MAX_REPS, max(MIN_REPS, math.ceil(target_ms / estimate))))
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(reps)]  # fmt: skip
+        for i, (s, e) in enumerate(events):
+            self.flush_buf.zero_()
+            s.record()
+            fn(sets[i % len(sets)])
+            e.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in events]
+
+    def kernel(self, msg: dict[str, Any]) -> Any:
+        from loader.bundle import InMemory, Kernel
+        from loader.manifest import KernelSpec
+
+        spec = KernelSpec.from_json(msg["spec"], "tuning request")
+        return Kernel(InMemory(self.device, msg["entries"]), spec, msg["target"])
+
+    # -- requests ---------------------------------------------------------------------
+    def bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+        k = self.kernel(msg)
+        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"])
+        variant = k.variant_for(*sets[0]).id
+        samples = self.time(lambda a: k(*a), sets, msg.get("target_ms", TARGET_MS))
+        return {
+            "ok": True,
+            "samples": samples,
+            "ms": statistics.median(samples),
+            "variant": variant,
+        }
+
+    def baseline(self, msg: dict[str, Any]) -> dict[str, Any]:
+        fn = _load(msg["fn"])
+        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"])
+        samples = self.time(lambda a: fn(*a), sets, msg.get("target_ms", TARGET_MS))
+        return {"ok": True, "samples": samples, "ms": statistics.median(samples)}
+
+    def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
+        torch = self.torch
+        k = self.kernel(msg)
+        make, reference = _load(msg["inputs"]), _load(msg["reference"])
+        names = [p.name for p in k.params]
+        checks = []
+        for sizes in msg["sizes_list"]:
+            args = list(make(sizes, msg["dtypes"]))
+            expected = reference(*args)
+            for name in expected:
+                args[names.index(name)].fill_(float("nan"))  # unwritten elements stay NaN
+            k(*args)
+            torch.cuda.synchronize()
+            for name, ref in expected.items():
+                out = args[names.index(name)].double()
+                finite = bool(torch.isfinite(out).all())
+                ref = ref.double()
+                denom = float(torch.linalg.norm(ref)) or 1.0
+                err = float(torch.linalg.norm(torch.nan_to_num(out, nan=1e30) - ref)) / denom
+                checks.append({"sizes": sizes, "output": name, "error": err if finite else None,
+                               "finite": finite})  # fmt: skip
+        tol = msg["tolerance"]
+        ok = all(c["finite"] and c["error"] <= tol for c in checks)
+        worst = max((c["error"] for c in checks if c["error"] is not None), default=None)
+        reason = "" if ok else _verify_reason(checks, tol)
+        return {"ok": ok, "checks": checks, "error": worst, "tolerance": tol, "reason": reason}
+
+    def handle(self, msg: dict[str, Any]) -> dict[str, Any]:
+        op = msg["op"]
+        if op == "ping":
+            return {"ok": True, "device": self.name}
+        if op == "bench":
+            return self.bench(msg)
+        if op == "verify":
+            return self.verify(msg)
+        if op == "baseline":
+            return self.baseline(msg)
+        return {"ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _verify_reason(checks: list[dict[str, Any]], tol: float) -> str:
+    for c in checks:
+        if not c["finite"]:
+            return f"wrong result: {c['output']} has NaN/inf at {c['sizes']}"
+        if c["error"] > tol:
+            return (f"wrong result: {c['output']} relative error {c['error']:.2e} > {tol:.0e} "
+                    f"at {c['sizes']}")  # fmt: skip
+    return ""
+
+
+def serve(conn: Connection, ordinal: int) -> None:
+    """Process entry point: answer requests until the pipe closes or a fatal error."""
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        worker = Worker(ordinal)
+    except Exception as exc:  # no GPU, no torch: tell the parent why, then stop
+        conn.send({"ok": False, "fatal": True, "reason": f"worker start failed: {exc}"})
+        return
+    conn.send({"ok": True, "device": worker.name})
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg.get("op") == "quit":
+            return
+        try:
+            reply = worker.handle(msg)
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:400]
+            fatal = any(m.lower() in str(exc).lower() for m in FATAL_MARKERS)
+            reply = {"ok": False, "fatal": fatal, "reason": text,
+                     "trace": traceback.format_exc()[-2000:]}  # fmt: skip
+            conn.send(reply)
+            if fatal:  # the CUDA context is unusable after a fault: exit, be restarted
+                os._exit(3)
+            continue
+        conn.send(reply)
