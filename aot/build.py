@@ -21,7 +21,7 @@ from .env import Environment
 from .pack import encode_bundle, make_manifest
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
-from .select import Ranker, Selection, heuristic_chooser, select, wanted_variants
+from .select import Chooser, Ranker, Selection, heuristic_chooser, select, wanted_variants
 
 
 @dataclass(frozen=True)
