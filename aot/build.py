@@ -9,19 +9,35 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from loader.format import write_atomic
 
 from . import heuristic, report
 from .cache import CompileCache
-from .compile import Compiled, compile_variants
+from .compile import Compiled, CompilePool, compile_variants
 from .env import Environment
 from .pack import encode_bundle, make_manifest
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
 from .select import Chooser, Ranker, Selection, heuristic_chooser, select, wanted_variants
+from .tune import decide
+from .tune.db import TuningDB
+from .tune.gpu import GpuInfo, GpuWorker, detect, matches
+from .tune.tuner import Tuner, TuneStats
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """Tuning for ``build``: on by default wherever a GPU of a target's kind is present."""
+
+    enabled: bool = True
+    db: Path | None = None  # default: <bundle>.tunedb.jsonl next to the bundle
+    gpus: list[GpuInfo] | None = None  # None: ask the driver
+    timeout: float = 120.0  # seconds a benchmark may take before it counts as a hang
+    worker_factory: Callable[[GpuInfo], GpuWorker] | None = None  # tests use a fake GPU
 
 
 @dataclass(frozen=True)
@@ -35,6 +51,9 @@ class BuildResult:
     cached: int
     failed: int
     seconds: float
+    decided: Mapping[str, int] = field(default_factory=dict)  # buckets measured/transferred/...
+    tuning: TuneStats | None = None
+    db: Path | None = None
 
 
 def default_output(recipe: Recipe, cwd: Path) -> Path:
@@ -68,19 +87,48 @@ def compile_selected(
         )
 
 
-def build(recipe_path: Path, output: Path | None, env: Environment, cwd: Path) -> BuildResult:
+def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) -> TuneStats | None:
+    """Tune every instance whose GPU kind is here; None when no GPU can tune anything."""
+    gpus = detect() if opts.gpus is None else opts.gpus
+    if not any(matches(inst.target, g) for inst in plan.instances for g in gpus):
+        return None
+    pool = CompilePool(plan, CompileCache(env.cache_dir), env.jobs)
+    try:
+        tuner = Tuner(plan, db, pool, gpus, progress=env.progress, timeout=opts.timeout,
+                      worker_factory=opts.worker_factory)  # fmt: skip
+        return tuner.run()
+    finally:
+        pool.close()
+
+
+def build(
+    recipe_path: Path,
+    output: Path | None,
+    env: Environment,
+    cwd: Path,
+    tune: TuneOptions | None = None,
+) -> BuildResult:
     start = time.monotonic()
+    tune = tune or TuneOptions()
     recipe = load(recipe_path)
     plan = make_plan(recipe)
-    chooser = heuristic_chooser(cached_ranker(plan))
+    out = output if output is not None else default_output(recipe, cwd)
+    db_path = tune.db or out.with_suffix(".tunedb.jsonl")
+    db = TuningDB(db_path)
+    stats = run_tuning(plan, db, env, tune) if tune.enabled else None
+    chooser, decided = decide.chooser(plan, db, heuristic_chooser(cached_ranker(plan)))
     compiled = compile_selected(plan, chooser, env)
     selection: Selection = select(plan, chooser, compiled)
     manifest, payloads = make_manifest(plan, selection, compiled)
     data = encode_bundle(manifest, payloads)
-    out = output if output is not None else default_output(recipe, cwd)
     report_path = out.with_suffix(".report.md")
+    text, images = report.render(
+        plan, selection, compiled, out.name, db, out.with_suffix(".report")
+    )
     # The report first: if writing the bundle fails, no bundle claims to exist.
-    write_atomic(report_path, report.render(plan, selection, compiled, out.name).encode())
+    for path, picture in images.items():
+        write_atomic(path, picture.encode())
+    write_atomic(report_path, text.encode())
     write_atomic(out, data)
     return BuildResult(
         bundle=out,
@@ -92,4 +140,7 @@ def build(recipe_path: Path, output: Path | None, env: Environment, cwd: Path) -
         cached=sum(1 for c in compiled.values() if c.cached),
         failed=sum(1 for c in compiled.values() if not c.ok),
         seconds=time.monotonic() - start,
+        decided=decided,
+        tuning=stats,
+        db=db_path if db_path.exists() else None,
     )

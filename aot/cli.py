@@ -6,11 +6,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .env import VARIABLES, Environment, from_environ
-from .errors import AotcError
+from .errors import AotcError, UsageError
+
+if TYPE_CHECKING:
+    from .tune.tuner import TuneStats
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -34,6 +39,32 @@ def _parser() -> argparse.ArgumentParser:
     )
     build.add_argument("-j", "--jobs", type=int, help="compile processes (default: all cores)")
     build.add_argument("--no-progress", action="store_true", help="no progress bars")
+    build.add_argument(
+        "--no-tune",
+        action="store_true",
+        help="do not benchmark, even where a GPU of a target's kind is present",
+    )
+    build.add_argument(
+        "--db",
+        type=Path,
+        help="tuning database to read and extend "
+        "(default: <bundle>.tunedb.jsonl beside the bundle)",
+    )
+
+    tune = sub.add_parser(
+        "tune",
+        help="benchmark on this machine's GPUs into the tuning database, without packing a bundle",
+    )
+    tune.add_argument("recipe", type=Path)
+    tune.add_argument(
+        "--db", type=Path, help="tuning database (default: artifacts/<name>-<version>.tunedb.jsonl)"
+    )
+    tune.add_argument("-j", "--jobs", type=int, help="compile processes (default: all cores)")
+    tune.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    mdb = sub.add_parser("merge-db", help="merge tuning databases from several machines")
+    mdb.add_argument("databases", type=Path, nargs="+")
+    mdb.add_argument("-o", "--output", type=Path, required=True)
 
     insp = sub.add_parser("inspect", help="print a readable summary of a bundle")
     insp.add_argument("bundle", type=Path)
@@ -41,6 +72,22 @@ def _parser() -> argparse.ArgumentParser:
     ver = sub.add_parser("verify", help="check a bundle's integrity (exit 3 if damaged)")
     ver.add_argument("bundle", type=Path)
     return p
+
+
+def _with_args(env: Environment, args: argparse.Namespace) -> Environment:
+    return replace(
+        env,
+        jobs=args.jobs if args.jobs else env.jobs,
+        progress=env.progress and not args.no_progress,
+    )
+
+
+def _tuning_line(s: TuneStats) -> str:
+    return (
+        f"tuned {s.instances} kernel instances: {s.benchmarks} measurements taken, "
+        f"{s.resumed} reused from the database, {s.failed} failed, "
+        f"{s.restarts} worker restarts"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,20 +101,49 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print(describe_plan(make_plan(load(args.recipe))))
         elif args.command == "build":
-            from .build import build
+            from .build import TuneOptions, build
 
-            env = Environment(
-                cache_dir=env.cache_dir,
-                jobs=args.jobs if args.jobs else env.jobs,
-                progress=env.progress and not args.no_progress,
-            )
-            r = build(args.recipe, args.output, env, Path.cwd())
+            env = _with_args(env, args)
+            opts = TuneOptions(enabled=not args.no_tune, db=args.db, timeout=env.tune_timeout)
+            r = build(args.recipe, args.output, env, Path.cwd(), opts)
+            if r.tuning is not None:
+                print(_tuning_line(r.tuning))
+            decided = ", ".join(f"{n} {how}" for how, n in r.decided.items() if n)
             print(
                 f"wrote {r.bundle} ({r.size / 1024:.1f} KiB, sha256 {r.sha256[:16]}…) in "
                 f"{r.seconds:.1f}s: {r.compiled} compiled, {r.cached} from cache, "
                 f"{r.failed} failed (of {r.plan_size} possible variants)\n"
-                f"report: {r.report}"
+                f"buckets: {decided}\n"
+                f"report: {r.report}" + (f"\ntuning database: {r.db}" if r.db else "")
             )
+        elif args.command == "tune":
+            from .build import TuneOptions, default_output, run_tuning
+            from .plan import make_plan
+            from .recipe import load
+            from .tune.db import TuningDB
+
+            env = _with_args(env, args)
+            plan = make_plan(load(args.recipe))
+            db_path = args.db or default_output(plan.recipe, Path.cwd()).with_suffix(
+                ".tunedb.jsonl"
+            )
+            stats = run_tuning(plan, TuningDB(db_path), env, TuneOptions(timeout=env.tune_timeout))
+            if stats is None:
+                raise UsageError(
+                    "no GPU here matches any target of the recipe ("
+                    + ", ".join(t.name for t in plan.recipe.targets)
+                    + "); run `aotc tune` on a machine with one, or `aotc build` to use the "
+                    "heuristic"
+                )
+            print(_tuning_line(stats) + f"\ntuning database: {db_path}")
+        elif args.command == "merge-db":
+            from .tune.db import merge
+
+            try:
+                n = merge(args.databases, args.output)
+            except (OSError, ValueError) as exc:
+                raise UsageError(str(exc)) from None
+            print(f"wrote {args.output}: {n} records from {len(args.databases)} databases")
         elif args.command == "inspect":
             from .inspect import inspect
 

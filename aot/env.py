@@ -15,6 +15,7 @@ VARIABLES = {
     "AOTC_CACHE_DIR": "where compiled variants are cached (default ~/.cache/aotc)",
     "AOTC_JOBS": "compile processes to run at once (default: all cores)",
     "AOTC_NO_PROGRESS": "set to 1 to turn progress bars off",
+    "AOTC_TUNE_TIMEOUT": "seconds a benchmark may run before it counts as a hang (default 120)",
 }
 
 
@@ -23,6 +24,7 @@ class Environment:
     cache_dir: Path
     jobs: int
     progress: bool
+    tune_timeout: float = 120.0
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
@@ -37,8 +39,16 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         from .errors import UsageError
 
         raise UsageError(f"AOTC_JOBS={jobs_text!r} is not an integer") from None
+    timeout_text = env.get("AOTC_TUNE_TIMEOUT", "")
+    try:
+        timeout = float(timeout_text) if timeout_text else 120.0
+    except ValueError:
+        from .errors import UsageError
+
+        raise UsageError(f"AOTC_TUNE_TIMEOUT={timeout_text!r} is not a number of seconds") from None
     return Environment(
         cache_dir=Path(cache),
         jobs=max(1, jobs),
         progress=env.get("AOTC_NO_PROGRESS", "") not in ("1", "true", "yes"),
+        tune_timeout=timeout,
     )

@@ -12,12 +12,45 @@ from loader.format import encode
 
 from . import __version__
 from .compile import Compiled
-from .plan import Plan, Variant
+from .plan import Config, Plan, Variant
+from .recipe import KernelRecipe
 from .select import Selection
 
 
 def variant_id(config_id: str, spec_label: str) -> str:
     return f"{config_id}-{hashlib.sha256(spec_label.encode()).hexdigest()[:6]}"
+
+
+def entry_name(cubin: bytes) -> str:
+    return f"cubin/{hashlib.sha256(cubin).hexdigest()}"
+
+
+def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.Variant:
+    """The manifest's description of one compiled variant: all a launch needs."""
+    return mf.Variant(
+        id=variant_id(config.id, c.variant.spec.label),
+        entry=entry_name(c.cubin),
+        function=c.function,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+        shared=c.shared,
+        regs=c.regs,
+        meta={**kr.fixed, **dict(config.meta)},
+        assume=dict(c.variant.spec.assume),
+        abi=c.abi,
+    )
+
+
+def kernel_record(kr: KernelRecipe, instances: tuple[mf.Instance, ...]) -> mf.KernelSpec:
+    return mf.KernelSpec(
+        name=kr.name,
+        params=tuple(mf.Param(n, t) for n, t in kr.signature.items()),
+        dtype_vars=dict(kr.dtypes),
+        grid=(kr.grid[0].text, kr.grid[1].text, kr.grid[2].text),
+        bucket_keys=tuple(kr.buckets),
+        buckets=tuple(kr.buckets.values()),
+        instances=instances,
+    )
 
 
 def make_manifest(
@@ -36,37 +69,15 @@ def make_manifest(
             for bc in selection.choices[inst.key]:
                 ids = []
                 for c in bc.variants:
-                    vid = variant_id(bc.config.id, c.variant.spec.label)
-                    entry = f"cubin/{hashlib.sha256(c.cubin).hexdigest()}"
-                    payloads[entry] = c.cubin
-                    variants[vid] = mf.Variant(
-                        id=vid,
-                        entry=entry,
-                        function=c.function,
-                        num_warps=bc.config.num_warps,
-                        num_stages=bc.config.num_stages,
-                        shared=c.shared,
-                        regs=c.regs,
-                        meta={**kr.fixed, **dict(bc.config.meta)},
-                        assume=dict(c.variant.spec.assume),
-                        abi=c.abi,
-                    )
-                    ids.append(vid)
+                    record = variant_record(kr, bc.config, c)
+                    payloads[record.entry] = c.cubin
+                    variants[record.id] = record
+                    ids.append(record.id)
                 choices.append(mf.Choice(bc.bucket, bc.config.id, bc.how, tuple(ids), bc.metrics))
             instances.append(
                 mf.Instance(inst.target.name, dict(inst.dtypes), variants, tuple(choices))
             )
-        kernels.append(
-            mf.KernelSpec(
-                name=kr.name,
-                params=tuple(mf.Param(n, t) for n, t in kr.signature.items()),
-                dtype_vars=dict(kr.dtypes),
-                grid=(kr.grid[0].text, kr.grid[1].text, kr.grid[2].text),
-                bucket_keys=tuple(kr.buckets),
-                buckets=tuple(kr.buckets.values()),
-                instances=tuple(instances),
-            )
-        )
+        kernels.append(kernel_record(kr, tuple(instances)))
     manifest = mf.Manifest(
         name=recipe.name,
         version=recipe.version,

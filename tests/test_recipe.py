@@ -173,7 +173,7 @@ CASES = [
         "reference alone",
         "[kernel.space]",
         'reference = "kernels/small.py:x"\n[kernel.space]',
-        ["scale.inputs: reference and inputs go together"],
+        ["scale.inputs: a reference needs inputs"],
     ),
     (
         "grid reads unsized",

@@ -32,6 +32,7 @@ class Record:
     source: str
     triton: str
     device: str  # the GPU's product name, as the driver reports it
+    arch: str  # its arch, e.g. sm_90 (not part of the key: the name determines it)
     dtypes: Mapping[str, str]
     problem: Mapping[str, int]  # bucket keys at their bucket's upper bound, plus sizes
     config: str  # Config.id
@@ -55,6 +56,7 @@ class Record:
             "source": self.source,
             "triton": self.triton,
             "device": self.device,
+            "arch": self.arch,
             "dtypes": dict(self.dtypes),
             "problem": dict(self.problem),
             "config": self.config,
@@ -75,6 +77,7 @@ class Record:
             source=str(obj["source"]),
             triton=str(obj["triton"]),
             device=str(obj["device"]),
+            arch=str(obj.get("arch", "")),
             dtypes=dict(obj["dtypes"]),
             problem={k: int(v) for k, v in obj["problem"].items()},
             config=str(obj["config"]),

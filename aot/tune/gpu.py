@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from typing import Any
 
-from ..targets import GPU, resolve
+from ..targets import GPU
 
 START_TIMEOUT = 180.0  # importing torch and creating a context on a cold machine
 
@@ -51,16 +52,6 @@ def matches(target: GPU, gpu: GpuInfo) -> bool:
     return not target.device_names or name_match(target.to_target(), gpu.name) > 0
 
 
-def product(gpu: GpuInfo) -> GPU | None:
-    """The table entry for a GPU by name (for its measured ceilings), if known."""
-    for token in gpu.name.replace("NVIDIA", "").split():
-        try:
-            return resolve(token)
-        except ValueError:
-            continue
-    return None
-
-
 class WorkerDied(Exception):
     pass
 
@@ -68,9 +59,16 @@ class WorkerDied(Exception):
 class GpuWorker:
     """One benchmark process on one GPU, started lazily and restarted after a fault."""
 
-    def __init__(self, gpu: GpuInfo, *, timeout: float = 120.0):
+    def __init__(
+        self,
+        gpu: GpuInfo,
+        *,
+        timeout: float = 120.0,
+        serve: Callable[[Connection, int], None] | None = None,
+    ):
         self.gpu = gpu
         self.timeout = timeout
+        self._serve = serve
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
         self.restarts = 0
@@ -80,7 +78,8 @@ class GpuWorker:
 
         ctx = multiprocessing.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=serve, args=(child, self.gpu.ordinal), daemon=True)
+        target = self._serve or serve
+        proc = ctx.Process(target=target, args=(child, self.gpu.ordinal), daemon=True)
         proc.start()
         child.close()
         if not parent.poll(START_TIMEOUT):

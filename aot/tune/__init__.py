@@ -1,0 +1,1 @@
+"""Build-time autotuning: strategies, the GPU worker, the tuning database, decisions."""

@@ -1,0 +1,226 @@
+"""From measurements to choices: a pure function of the tuning database.
+
+The tuner only fills the database; what a build ships is decided here from its records,
+so a build on a CPU machine with a database merged from GPU runners makes the same
+choices as the GPU runners would. For each (kernel, target, dtypes, bucket):
+
+- measured: the finalist with the lowest median over its interleaved re-measurement
+  rounds, among those that passed verification (or all of them if the kernel has no
+  reference, marked unverified), measured on a GPU of the target's kind;
+- transferred: a target with no measurements takes the winner of the closest measured
+  target of the same arch family (same compute capability major; nearest minor, then
+  nearest SM count), if that config fits it;
+- otherwise the heuristic.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..heuristic import rank
+from ..plan import Config, Instance, Plan
+from ..select import HEURISTIC, Chooser, InstanceKey, Pick
+from ..targets import GPU, resolve
+from .db import Record, TuningDB
+
+BENCH, FINAL, VERIFY, BASELINE = "bench", "final", "verify", "baseline"
+BASELINE_CONFIG = "baseline"
+
+
+def problem(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
+    """The problem a bucket is tuned at: its upper bounds plus the recipe's sizes."""
+    return {**inst.kernel.sizes, **dict(zip(inst.kernel.buckets, bucket, strict=True))}
+
+
+def off_bucket(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
+    """A size inside the bucket but off its bound, for the second verification."""
+    out = dict(problem(inst, bucket))
+    for key, bound in zip(inst.kernel.buckets, bucket, strict=True):
+        bounds = inst.kernel.buckets[key]
+        prev = bounds[bounds.index(bound) - 1] if bounds.index(bound) > 0 else 0
+        out[key] = max(prev + 1, (prev + bound) // 2 + 1) if bound > prev + 1 else bound
+    return out
+
+
+def device_matches(target: GPU, device: str, arch: str) -> bool:
+    from loader.dispatch import name_match
+
+    if arch != target.arch:
+        return False
+    return not target.device_names or name_match(target.to_target(), device) > 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    config: Config
+    device: str
+    verified: bool | None  # None: the kernel has no reference
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def how(self) -> str:
+        note = "" if self.verified else " (unverified: no reference)"
+        return f"measured on {self.device}{note}"
+
+
+def _r(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def outcome(
+    plan: Plan, inst: Instance, bucket: tuple[int, ...], records: list[Record]
+) -> Outcome | None:
+    """The bucket's winner from one device's records, or None if it was not finalized."""
+    by_id = {c.id: c for c in inst.configs}
+    rounds: dict[str, list[float]] = defaultdict(list)
+    verify: dict[str, Record] = {}
+    bench: dict[str, Record] = {}
+    baseline = None
+    for r in records:
+        if r.kind == FINAL and r.ok and r.ms is not None:
+            rounds[r.config].append(r.ms)
+        elif r.kind == VERIFY:
+            verify[r.config] = r
+        elif r.kind == BENCH:
+            bench[r.config] = r
+        elif r.kind == BASELINE and r.ok:
+            baseline = r
+    has_reference = inst.kernel.reference is not None
+    finalists = [
+        (statistics.median(ms), cid)
+        for cid, ms in rounds.items()
+        if cid in by_id and (not has_reference or (cid in verify and verify[cid].ok))
+    ]
+    if not finalists:
+        return None
+    ms, cid = min(finalists)
+    device = records[0].device
+    metrics: dict[str, Any] = {
+        "device": device,
+        "ms": _r(ms),
+        "rounds": len(rounds[cid]),
+        "benchmarks": sum(1 for r in bench.values() if r.ok or r.reason),
+        "failed": sum(1 for r in bench.values() if not r.ok),
+    }
+    if has_reference:
+        v = verify[cid]
+        metrics["error"] = _r(float(v.extra.get("error") or 0.0))
+        metrics["tolerance"] = float(v.extra.get("tolerance", 0.0))
+    default = rank(inst, bucket)[0]
+    d = bench.get(default.id)
+    if d is not None and d.ok and d.ms:
+        metrics["default_ms"] = _r(d.ms)
+        metrics["vs_default"] = _r(d.ms / ms)
+    if baseline is not None and baseline.ms:
+        metrics["baseline_ms"] = _r(baseline.ms)
+        metrics["vs_baseline"] = _r(baseline.ms / ms)
+    metrics.update(throughput(inst, bucket, ms, device))
+    return Outcome(by_id[cid], device, True if has_reference else None, metrics)
+
+
+def throughput(inst: Instance, bucket: tuple[int, ...], ms: float, device: str) -> dict[str, Any]:
+    """TFLOP/s and GB/s from the recipe's ``flops``/``bytes``, and % of the device's
+    ceilings (measured ones where the targets table has them)."""
+    t = inst.kernel.tune
+    env = {**inst.kernel.fixed, **problem(inst, bucket)}
+    out: dict[str, Any] = {}
+    gpu = _product(device)
+    if t.flops is not None:
+        tflops = t.flops.evaluate(env) / (ms * 1e-3) / 1e12
+        out["tflops"] = _r(tflops)
+        if gpu is not None:
+            out["pct_peak_flops"] = _r(100 * tflops / gpu.ceiling_tflops)
+    if t.bytes is not None:
+        gbps = t.bytes.evaluate(env) / (ms * 1e-3) / 1e9
+        out["gbps"] = _r(gbps)
+        if gpu is not None:
+            out["pct_peak_bw"] = _r(100 * gbps / gpu.ceiling_gbps)
+    return out
+
+
+def _product(device: str) -> GPU | None:
+    for token in device.replace("NVIDIA", " ").split():
+        try:
+            return resolve(token)
+        except ValueError:
+            continue
+    return None
+
+
+def outcomes(plan: Plan, db: TuningDB) -> dict[InstanceKey, dict[tuple[int, ...], Outcome]]:
+    """Every bucket the database can decide, per instance (first matching device wins,
+    by name, so the choice does not depend on record order)."""
+    found: dict[InstanceKey, dict[tuple[int, ...], Outcome]] = {}
+    for inst in plan.instances:
+        src = plan.sources[inst.kernel.name]
+        recs = db.select(kernel=inst.kernel.name, source=src.cache_key, dtypes=dict(inst.dtypes))
+        devices = sorted({(r.device, r.arch) for r in recs})
+        for bucket in inst.buckets:
+            prob = problem(inst, bucket)
+            for device, arch in devices:
+                if not device_matches(inst.target, device, arch):
+                    continue
+                mine = [r for r in recs if r.device == device and dict(r.problem) == prob]
+                o = outcome(plan, inst, bucket, mine) if mine else None
+                if o is not None:
+                    found.setdefault(inst.key, {})[bucket] = o
+                    break
+    return found
+
+
+def _transfer_source(plan: Plan, inst: Instance, measured: set[InstanceKey]) -> Instance | None:
+    family = [
+        other
+        for other in plan.instances
+        if other.key in measured
+        and other.kernel.name == inst.kernel.name
+        and other.dtypes == inst.dtypes
+        and other.target.family == inst.target.family
+        and other.key != inst.key
+    ]
+    if not family:
+        return None
+    return min(
+        family,
+        key=lambda o: (
+            abs(o.target.cc[1] - inst.target.cc[1]),
+            abs(o.target.sms - inst.target.sms),
+            o.target.name,
+        ),
+    )
+
+
+def chooser(plan: Plan, db: TuningDB, fallback: Chooser) -> tuple[Chooser, dict[str, int]]:
+    """A chooser that prefers measurements, then transfers, then ``fallback``; and counts
+    of buckets decided each way."""
+    found = outcomes(plan, db)
+    transfers = {
+        inst.key: src
+        for inst in plan.instances
+        if inst.key not in found and (src := _transfer_source(plan, inst, set(found))) is not None
+    }
+    counts = {"measured": 0, "transferred": 0, "heuristic": 0}
+
+    def choose(inst: Instance, bucket: tuple[int, ...]) -> list[Pick]:
+        rest = fallback(inst, bucket)
+        o = found.get(inst.key, {}).get(bucket)
+        if o is not None:
+            return [Pick(o.config, o.how, o.metrics), *rest]
+        src = transfers.get(inst.key)
+        if src is not None:
+            so = found[src.key].get(bucket)
+            if so is not None and so.config in inst.configs:
+                note = {"from": src.target.name, "device": so.device}
+                return [Pick(so.config, f"transferred from {src.target.name}", note), *rest]
+        return rest
+
+    for inst in plan.instances:
+        for bucket in inst.buckets:
+            how = choose(inst, bucket)[0].how
+            key = "heuristic" if how == HEURISTIC else how.split()[0]
+            counts[key] = counts.get(key, 0) + 1
+    return choose, counts

@@ -1,0 +1,303 @@
+"""The tuner: benchmark candidates on the GPUs present and record every measurement.
+
+For each (kernel, target, dtypes) whose GPU kind is on this machine, and each bucket in
+order: a search strategy proposes configs; each is compiled (all candidates are queued
+in the compile pool up front, best-ranked first, so compiling overlaps benchmarking) and
+benchmarked at the bucket's upper bound by the GPU's worker process, through the loader's
+launch path. The best few are then verified against the recipe's reference (at the bound
+and off it) and re-measured in interleaved rounds; ``decide.py`` picks the winner from the
+records. Every result — failures too — goes to the tuning database as it is taken, and a
+result already there is never measured again, so an interrupted build resumes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from loader import manifest as mf
+
+from ..compile import Compiled, CompilePool
+from ..heuristic import rank
+from ..pack import kernel_record, variant_record
+from ..plan import Config, Instance, Plan
+from ..progress import Progress
+from . import strategies
+from .db import Record, TuningDB
+from .decide import BASELINE, BASELINE_CONFIG, BENCH, FINAL, VERIFY, off_bucket, problem
+from .gpu import GpuInfo, GpuWorker, matches
+
+FINAL_TARGET_MS = 10.0
+TOLERANCE = {"fp8e4nv": 5e-2, "fp8e5": 5e-2, "fp16": 1e-2, "bf16": 1e-2, "fp32": 1e-3,
+             "fp64": 1e-9}  # fmt: skip
+WARM_START = 3  # finalists of the previous bucket tried first in the next
+
+
+@dataclass(frozen=True)
+class TuneStats:
+    instances: int
+    benchmarks: int  # measurements taken now (resumed ones excluded)
+    resumed: int  # measurements found in the database
+    failed: int
+    restarts: int
+
+
+def tolerance(inst: Instance) -> float:
+    if inst.kernel.tune.tolerance is not None:
+        return inst.kernel.tune.tolerance
+    kinds = set(dict(inst.dtypes).values())
+    kinds |= {t[1:] for t in inst.kernel.signature.values() if t.startswith("*")}
+    return max((TOLERANCE[k] for k in kinds if k in TOLERANCE), default=1e-2)
+
+
+class Tuner:
+    def __init__(
+        self,
+        plan: Plan,
+        db: TuningDB,
+        pool: CompilePool,
+        gpus: list[GpuInfo],
+        *,
+        progress: bool = True,
+        timeout: float = 120.0,
+        worker_factory: Callable[[GpuInfo], GpuWorker] | None = None,
+    ):
+        self.plan = plan
+        self.db = db
+        self.pool = pool
+        self.gpus = gpus
+        self.progress = progress
+        make = worker_factory or (lambda g: GpuWorker(g, timeout=timeout))
+        self.workers = {g.ordinal: make(g) for g in gpus}
+        self.triton = _triton_version()
+        self.root = plan.recipe.root
+        self._lock = threading.Lock()
+        self.taken = self.resumed = self.failed = 0
+
+    # -- which instances run where ----------------------------------------------------
+    def assignments(self) -> list[tuple[Instance, GpuInfo]]:
+        out = []
+        for inst in self.plan.instances:
+            gpu = next((g for g in self.gpus if matches(inst.target, g)), None)
+            if gpu is not None and inst.kernel.inputs is not None:
+                out.append((inst, gpu))
+        return out
+
+    def run(self) -> TuneStats:
+        work = self.assignments()
+        by_gpu: dict[int, list[Instance]] = {}
+        for inst, gpu in work:
+            by_gpu.setdefault(gpu.ordinal, []).append(inst)
+        try:
+            with cf.ThreadPoolExecutor(max(1, len(by_gpu))) as threads:
+                futures = [
+                    threads.submit(self._run_gpu, self.workers[o], insts)
+                    for o, insts in by_gpu.items()
+                ]
+                for f in futures:
+                    f.result()
+        finally:
+            for w in self.workers.values():
+                w.close()
+        return TuneStats(
+            instances=len(work),
+            benchmarks=self.taken,
+            resumed=self.resumed,
+            failed=self.failed,
+            restarts=sum(w.restarts for w in self.workers.values()),
+        )
+
+    def _run_gpu(self, worker: GpuWorker, insts: list[Instance]) -> None:
+        for inst in insts:
+            self.tune_instance(inst, worker)
+
+    # -- one instance -----------------------------------------------------------------
+    def tune_instance(self, inst: Instance, worker: GpuWorker) -> None:
+        order: list[Config] = []
+        for bucket in inst.buckets:  # each bucket's top picks first, then the rest
+            order += rank(inst, bucket)[: strategies.Model.SEED_TOP]
+        order += rank(inst, inst.buckets[-1])
+        for config in dict.fromkeys(order):
+            for v in inst.variants((config,)):
+                self.pool.submit(inst, v)
+        bar = Progress(len(inst.buckets), f"tune {inst.label}", enabled=self.progress)
+        warm: list[Config] = []
+        for i, bucket in enumerate(inst.buckets):
+            warm = self.tune_bucket(inst, bucket, worker, warm, seed=inst.kernel.tune.seed + i)
+            bar.advance(f"bucket {bucket}")
+        bar.close()
+
+    def tune_bucket(
+        self,
+        inst: Instance,
+        bucket: tuple[int, ...],
+        worker: GpuWorker,
+        warm: list[Config],
+        *,
+        seed: int,
+    ) -> list[Config]:
+        t = inst.kernel.tune
+        ranked = rank(inst, bucket)
+        search = strategies.make(
+            t.strategy, ranked, budget=t.budget, patience=t.patience, seed=seed, warm=warm
+        )
+        while (config := search.ask()) is not None:
+            ms, benchmarked = self.measure(inst, bucket, config, worker)
+            search.tell(config, ms, benchmarked=benchmarked)
+        if ranked[0] not in search.seen:  # the untuned default, for the report's speedup
+            self.measure(inst, bucket, ranked[0], worker)
+        measured = sorted((ms, c) for c, ms in search.seen.items() if ms is not None)
+        finalists = self._verified_finalists(inst, bucket, [c for _, c in measured], worker)
+        for r in range(t.rounds):  # interleaved: every round visits every finalist
+            shift = r % max(1, len(finalists))
+            for config in finalists[shift:] + finalists[:shift]:
+                self.measure(inst, bucket, config, worker, kind=FINAL, round_=r)
+        if t.baseline is not None:
+            self.measure_baseline(inst, bucket, worker)
+        return finalists[:WARM_START]
+
+    def _verified_finalists(
+        self, inst: Instance, bucket: tuple[int, ...], ordered: list[Config], worker: GpuWorker
+    ) -> list[Config]:
+        want = inst.kernel.tune.finalists
+        if inst.kernel.reference is None:
+            return ordered[:want]
+        out: list[Config] = []
+        for config in ordered:  # the best that pass, replacing those that fail
+            if len(out) >= want:
+                break
+            if self.verify(inst, bucket, config, worker):
+                out.append(config)
+        return out
+
+    # -- measurements -----------------------------------------------------------------
+    def _abs(self, ref: str | None) -> str | None:
+        """A recipe's "path.py:function", with the path made absolute for the worker."""
+        if ref is None:
+            return None
+        file, _, name = ref.rpartition(":")
+        return f"{(self.root / file).resolve()}:{name}"
+
+    def _record(self, inst: Instance, bucket: tuple[int, ...], config_id: str, kind: str,
+                round_: int = 0, values: dict[str, int] | None = None) -> Record:  # fmt: skip
+        gpu = self._gpu_for(inst)
+        return Record(
+            kernel=inst.kernel.name,
+            source=self.plan.sources[inst.kernel.name].cache_key,
+            triton=self.triton,
+            device=gpu.name,
+            arch=f"sm_{gpu.cc[0]}{gpu.cc[1]}",
+            dtypes=dict(inst.dtypes),
+            problem=problem(inst, bucket),
+            config=config_id,
+            kind=kind,
+            round=round_,
+            ok=False,
+            values=values or {},
+        )
+
+    def _gpu_for(self, inst: Instance) -> GpuInfo:
+        return next(g for g in self.gpus if matches(inst.target, g))
+
+    def _compiled(self, inst: Instance, config: Config) -> list[Compiled]:
+        futures = [self.pool.submit(inst, v) for v in inst.variants((config,))]
+        return [f.result() for f in futures]
+
+    def _request(self, inst: Instance, config: Config, compiled: list[Compiled]) -> dict[str, Any]:
+        ok = [c for c in compiled if c.ok]
+        variants = {r.id: r for r in (variant_record(inst.kernel, config, c) for c in ok)}
+        choice = mf.Choice((), config.id, "tuning", tuple(variants))
+        spec = kernel_record(
+            inst.kernel, (mf.Instance(inst.target.name, dict(inst.dtypes), variants, (choice,)),)
+        )
+        spec = mf.KernelSpec(**{**spec.__dict__, "bucket_keys": (), "buckets": ()})
+        return {
+            "spec": spec.to_json(),
+            "entries": {variant_record(inst.kernel, config, c).entry: c.cubin for c in ok},
+            "target": inst.target.name,
+            "dtypes": dict(inst.dtypes),
+            "inputs": self._abs(inst.kernel.inputs),
+        }
+
+    def _store(self, rec: Record, reply: dict[str, Any], fresh: bool = True) -> Record:
+        done = Record(**{
+            **rec.__dict__,
+            "ok": bool(reply.get("ok")),
+            "ms": reply.get("ms"),
+            "samples": tuple(round(x, 6) for x in reply.get("samples", ())),
+            "reason": str(reply.get("reason", "")),
+            "extra": {k: reply[k] for k in ("error", "tolerance", "variant", "checks")
+                      if k in reply},
+        })  # fmt: skip
+        self.db.add(done)
+        with self._lock:
+            self.taken += 1
+            self.failed += 0 if done.ok else 1
+        return done
+
+    def measure(
+        self,
+        inst: Instance,
+        bucket: tuple[int, ...],
+        config: Config,
+        worker: GpuWorker,
+        *,
+        kind: str = BENCH,
+        round_: int = 0,
+    ) -> tuple[float | None, bool]:
+        """(median ms or None if it failed, whether the GPU was used)."""
+        probe = self._record(inst, bucket, config.id, kind, round_, config.values())
+        known = self.db.get(probe)
+        if known is not None:
+            with self._lock:
+                self.resumed += 1
+            return (known.ms if known.ok else None), True
+        compiled = self._compiled(inst, config)
+        generic = compiled[-1]
+        if not generic.ok:
+            return None, False  # the compile failure is in the cache and the report
+        msg = self._request(inst, config, compiled)
+        msg.update(op="bench", sizes=problem(inst, bucket))
+        if kind == FINAL:
+            msg["target_ms"] = FINAL_TARGET_MS
+        rec = self._store(probe, worker.request(msg))
+        return (rec.ms if rec.ok else None), True
+
+    def verify(
+        self, inst: Instance, bucket: tuple[int, ...], config: Config, worker: GpuWorker
+    ) -> bool:
+        probe = self._record(inst, bucket, config.id, VERIFY, 0, config.values())
+        known = self.db.get(probe)
+        if known is not None:
+            return known.ok
+        compiled = self._compiled(inst, config)
+        msg = self._request(inst, config, compiled)
+        msg.update(
+            op="verify",
+            reference=self._abs(inst.kernel.reference),
+            sizes_list=[problem(inst, bucket), off_bucket(inst, bucket)],
+            tolerance=tolerance(inst),
+        )
+        return self._store(probe, worker.request(msg)).ok
+
+    def measure_baseline(self, inst: Instance, bucket: tuple[int, ...], worker: GpuWorker) -> None:
+        probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE)
+        if self.db.get(probe) is not None:
+            return
+        msg = {
+            "op": "baseline",
+            "fn": self._abs(inst.kernel.tune.baseline),
+            "inputs": self._abs(inst.kernel.inputs),
+            "sizes": problem(inst, bucket),
+            "dtypes": dict(inst.dtypes),
+        }
+        self._store(probe, worker.request(msg))
+
+
+def _triton_version() -> str:
+    import triton
+
+    return str(triton.__version__)

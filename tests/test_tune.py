@@ -1,0 +1,273 @@
+"""Tuning on the CPU: strategies on recorded/synthetic timing tables, the database
+(resume, merge, torn lines), and the tuner end to end against a fake GPU."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+from aot.build import TuneOptions, build
+from aot.plan import Config
+from aot.tune import strategies
+from aot.tune.db import Record, TuningDB, merge, read
+from loader.format import BundleFile
+from loader.manifest import Manifest
+from tests.conftest import env_for
+from tests.fakegpu import H100, FakeWorker
+
+# -- strategies on a synthetic table --------------------------------------------------
+
+SPACE = [
+    Config((("BLOCK_K", k), ("BLOCK_M", m), ("BLOCK_N", n)), w, s)
+    for m, n, k, w, s in itertools.product(
+        [16, 32, 64, 128], [32, 64, 128, 256], [32, 64, 128], [4, 8], [3, 4]
+    )
+]  # 192 configs, like the example matmul
+
+
+def table(c: Config) -> float:
+    """A rugged landscape with its best at 128×128×64, 8 warps, 3 stages, plus noise that
+    is fixed per config (as a recorded table's would be)."""
+    v = c.values()
+    rng = random.Random(c.id)
+    return (
+        1.0
+        + 0.25 * abs(math.log2(v["BLOCK_M"] / 128))
+        + 0.2 * abs(math.log2(v["BLOCK_N"] / 128))
+        + 0.15 * abs(math.log2(v["BLOCK_K"] / 64))
+        + 0.1 * (v["num_warps"] != 8)
+        + 0.05 * (v["num_stages"] != 3)
+        + rng.uniform(0, 0.03)
+    )
+
+
+def run(search: strategies.Search, objective=table) -> list[Config]:  # type: ignore[no-untyped-def]
+    proposed = []
+    while (c := search.ask()) is not None:
+        proposed.append(c)
+        search.tell(c, objective(c))
+    return proposed
+
+
+BEST = min(table(c) for c in SPACE)
+
+
+@pytest.mark.parametrize("name", ["grid", "random", "bayes", "model"])
+def test_each_strategy_finds_the_tables_best_within_budget(name: str) -> None:
+    budget = len(SPACE) if name in ("grid", "random") else 60
+    s = strategies.make(name, SPACE, budget=budget, patience=budget, seed=1)
+    proposed = run(s)
+    assert len(proposed) == len(set(proposed)) <= budget  # never the same config twice
+    assert s.best is not None
+    assert s.best[0] <= BEST * 1.03, (name, s.best[0], BEST)
+
+
+def test_model_strategy_uses_the_ranking_and_is_sample_efficient() -> None:
+    # A ranking that puts the true best at position 30: model should still find it quickly
+    ranked = sorted(SPACE, key=lambda c: abs(table(c) - BEST * 1.2))
+    s = strategies.make("model", ranked, budget=50, patience=20, seed=0)
+    run(s)
+    assert s.best is not None and s.best[0] <= BEST * 1.03
+    assert ranked[: strategies.Model.SEED_TOP] == list(s.seen)[: strategies.Model.SEED_TOP]
+
+
+@pytest.mark.parametrize("name", ["random", "bayes", "model"])
+def test_reproducible_from_seed(name: str) -> None:
+    a = run(strategies.make(name, SPACE, budget=30, patience=30, seed=7))
+    b = run(strategies.make(name, SPACE, budget=30, patience=30, seed=7))
+    assert a == b
+
+
+def test_patience_stops_a_search_without_gain() -> None:
+    flat = run(strategies.make("random", SPACE, budget=100, patience=5, seed=0), lambda c: 1.0)
+    assert len(flat) == 6  # the first sets the best; five more without a >1% gain
+
+
+def test_warm_start_configs_come_first_and_budget_counts_benchmarks_only() -> None:
+    warm = [SPACE[50], SPACE[10]]
+    s = strategies.make("model", SPACE, budget=5, patience=5, seed=0, warm=warm)
+    assert s.ask() == SPACE[50]
+    s.tell(SPACE[50], 1.0)
+    assert s.ask() == SPACE[10]
+    s.tell(SPACE[10], None, benchmarked=False)  # failed to compile: no budget spent
+    assert s.benchmarks == 1 and SPACE[10] in s.seen
+
+
+def test_failures_steer_model_and_bayes_away() -> None:
+    # every config with BLOCK_M=128 fails; strategies must still find the best elsewhere
+    def objective(c: Config) -> float | None:
+        return None if c.values()["BLOCK_M"] == 128 else table(c)
+
+    best_ok = min(table(c) for c in SPACE if c.values()["BLOCK_M"] != 128)
+    for name in ("model", "bayes"):
+        s = strategies.make(name, SPACE, budget=60, patience=60, seed=3)
+        failures = 0
+        while (c := s.ask()) is not None:
+            ms = objective(c)
+            failures += ms is None
+            s.tell(c, ms)
+        assert s.best is not None and s.best[0] <= best_ok * 1.03, name
+        assert failures < 30, (name, failures)
+
+
+# -- the database ---------------------------------------------------------------------
+
+
+def rec(config: str, ms: float | None = 1.0, kind: str = "bench", **kw: object) -> Record:
+    base = dict(kernel="k", source="s", triton="3.6.0", device="NVIDIA H100", arch="sm_90",
+                dtypes={"T": "fp16"}, problem={"M": 16}, config=config, kind=kind,
+                ok=ms is not None, ms=ms)  # fmt: skip
+    return Record(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_db_appends_and_reloads(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    db = TuningDB(path)
+    db.add(rec("a", 1.0))
+    db.add(rec("b", None, reason="hang"))
+    again = TuningDB(path)
+    assert len(again) == 2 and again.get(rec("b")).reason == "hang"  # type: ignore[union-attr]
+
+
+def test_db_drops_a_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    db = TuningDB(path)
+    db.add(rec("a"))
+    with open(path, "ab") as f:
+        f.write(b'{"kernel": "k", "sour')  # killed mid-write
+    assert [r.config for r in read(path)] == ["a"]
+    assert path.read_bytes().endswith(b"\n")
+    TuningDB(path).add(rec("b"))
+    assert [r.config for r in read(path)] == ["a", "b"]
+
+
+def test_merge_is_order_independent_and_deduplicates(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    da, db_ = TuningDB(a), TuningDB(b)
+    da.add(rec("x", 1.0))
+    da.add(rec("y", 2.0))
+    db_.add(rec("y", 2.0))
+    db_.add(rec("z", 3.0, device="NVIDIA A100", arch="sm_80"))
+    assert merge([a, b], tmp_path / "ab.jsonl") == 3
+    assert merge([b, a], tmp_path / "ba.jsonl") == 3
+    assert (tmp_path / "ab.jsonl").read_bytes() == (tmp_path / "ba.jsonl").read_bytes()
+
+
+def test_bad_database_line_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"nope": 1}\n')
+    with pytest.raises(ValueError, match=r"t\.jsonl:1: not a tuning record"):
+        list(read(path))
+
+
+# -- the tuner end to end, with real compiles and a fake GPU --------------------------
+
+
+def tune_build(recipe_dir: Path, tmp_path: Path, worker: FakeWorker, out: str = "t.aotc"):  # type: ignore[no-untyped-def]
+    opts = TuneOptions(gpus=[H100], worker_factory=lambda g: worker)
+    return build(recipe_dir / "tune.toml", tmp_path / out, env_for(tmp_path / "cache"),
+                 tmp_path, opts)  # fmt: skip
+
+
+def manifest_of(path: Path) -> Manifest:
+    with BundleFile(path) as bf:
+        return Manifest.from_json(bf.manifest)
+
+
+def test_tuning_picks_the_tables_best_and_records_how(recipe_dir: Path, tmp_path: Path) -> None:
+    worker = FakeWorker()
+    r = tune_build(recipe_dir, tmp_path, worker)
+    assert r.tuning is not None and r.tuning.instances == 1  # only the H100 target is present
+    assert r.decided == {"measured": 2, "transferred": 2, "heuristic": 2}
+    m = manifest_of(r.bundle)
+    by_target = {i.target: i for i in m.kernels[0].instances}
+    for choice in by_target["H100"].choices:
+        v = by_target["H100"].variants[choice.variants[0]]
+        assert (v.meta["BLOCK"], v.num_warps) == (512, 4)
+        assert choice.how == "measured on NVIDIA H100 80GB HBM3"
+        assert choice.metrics["error"] <= choice.metrics["tolerance"] == 1e-3
+        assert choice.metrics["gbps"] > 0 and choice.metrics["benchmarks"] <= 12
+    assert all(c.how == "transferred from H100" for c in by_target["H200"].choices)
+    assert all(c.how == "untuned (heuristic)" for c in by_target["sm_80"].choices)
+    report = r.report.read_text()
+    assert "measured on NVIDIA H100" in report and "GB/s" in report
+    heatmaps = list(r.report.with_suffix("").with_suffix(".report").glob("*.svg"))
+    assert heatmaps and "<svg" in heatmaps[0].read_text()
+
+
+def test_rebuild_resumes_and_measures_nothing_again(recipe_dir: Path, tmp_path: Path) -> None:
+    first = FakeWorker()
+    a = tune_build(recipe_dir, tmp_path, first, "a.aotc")
+    db = Path(str(a.bundle).replace(".aotc", ".tunedb.jsonl"))
+    second = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: second)
+    b = build(recipe_dir / "tune.toml", tmp_path / "b.aotc", env_for(tmp_path / "cache"),
+              tmp_path, opts)  # fmt: skip
+    assert second.requests == []
+    assert b.tuning is not None and b.tuning.benchmarks == 0 and b.tuning.resumed > 0
+    assert a.bundle.read_bytes() == b.bundle.read_bytes()
+
+
+def test_interrupted_build_resumes_without_repeating_work(recipe_dir: Path, tmp_path: Path) -> None:
+    full = FakeWorker()
+    tune_build(recipe_dir, tmp_path / "full", full)
+    total = len(full.requests)
+    killed = FakeWorker(interrupt_after=total // 2)
+    with pytest.raises(KeyboardInterrupt):
+        tune_build(recipe_dir, tmp_path / "resume", killed)
+    assert not (tmp_path / "resume" / "t.aotc").exists()  # no bundle from a killed build
+    rest = FakeWorker()
+    r = tune_build(recipe_dir, tmp_path / "resume", rest)
+    assert len(killed.requests) + len(rest.requests) == total
+    assert r.bundle.read_bytes() == (tmp_path / "full" / "t.aotc").read_bytes()
+
+
+def test_faulting_hanging_and_wrong_candidates_are_rejected(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    worker = FakeWorker(fault={(512, 4)}, hang={(512, 2)}, wrong={(512, 8), (256, 4)})
+    r = tune_build(recipe_dir, tmp_path, worker)
+    m = manifest_of(r.bundle)
+    h100 = next(i for i in m.kernels[0].instances if i.target == "H100")
+    for choice in h100.choices:
+        v = h100.variants[choice.variants[0]]
+        assert (v.meta["BLOCK"], v.num_warps) not in {(512, 4), (512, 2), (512, 8), (256, 4)}
+        assert choice.how.startswith("measured")
+    reasons = [rr.reason for rr in TuningDB(r.db) if not rr.ok]
+    assert any("illegal memory access" in x for x in reasons)
+    assert any("hang" in x for x in reasons)
+    assert any("wrong result" in x for x in reasons)
+    assert "Candidates rejected while tuning" in r.report.read_text()
+
+
+def test_no_reference_means_tuned_but_unverified(recipe_dir: Path, tmp_path: Path) -> None:
+    recipe = recipe_dir / "tune.toml"
+    recipe.write_text(
+        recipe.read_text().replace('reference = "kernels/small.py:not_a_kernel"\n', "")
+    )
+    worker = FakeWorker(wrong={(512, 4)})  # nothing checks results without a reference
+    r = tune_build(recipe_dir, tmp_path, worker)
+    assert not any(m["op"] == "verify" for m in worker.requests)
+    h100 = next(i for i in manifest_of(r.bundle).kernels[0].instances if i.target == "H100")
+    for choice in h100.choices:
+        assert choice.how == "measured on NVIDIA H100 80GB HBM3 (unverified: no reference)"
+        assert "error" not in choice.metrics
+    assert "unverified" in r.report.read_text()
+
+
+def test_every_measurement_is_in_the_database_with_its_key(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    worker = FakeWorker()
+    r = tune_build(recipe_dir, tmp_path, worker)
+    lines = [json.loads(x) for x in r.db.read_text().splitlines()]
+    assert len(lines) == len(worker.requests)
+    assert {x["kind"] for x in lines} == {"bench", "verify", "final"}
+    for x in lines:
+        assert x["device"] == H100.name and x["triton"] == "3.6.0" and x["source"]
+        assert set(x["problem"]) == {"n"}
