@@ -3,7 +3,9 @@
 ``*_inputs(sizes, dtypes)`` returns the kernel's arguments in signature order for the
 given sizes (bucket keys and ``sizes`` from the recipe) and dtype binding.
 ``*_reference(*args)`` returns the expected contents of each output argument, by name,
-computed in float64 from the same arguments. Imports torch, so only GPU machines load it.
+computed in float64 from the same arguments. ``*_baseline(*args)`` does the same work the
+way a PyTorch user would (cuBLAS for the matmul), for the tuning report's comparison.
+Imports torch, so only GPU machines load it.
 """
 
 import torch
@@ -37,6 +39,10 @@ def matmul_reference(a, b, c, M, N, K, *strides):
     return {"c_ptr": (a.double() @ b.double())}
 
 
+def matmul_baseline(a, b, c, *rest):
+    torch.mm(a, b, out=c)
+
+
 def rmsnorm_inputs(sizes, dtypes, device="cuda"):
     M, N = sizes["M"], sizes["N"]
     dt = _DTYPES[dtypes["T"]]
@@ -50,3 +56,7 @@ def rmsnorm_reference(x, w, out, M, N, stride_x, stride_out, eps):
     x64 = x.double()
     rstd = torch.rsqrt(x64.pow(2).mean(dim=-1, keepdim=True) + eps)
     return {"out_ptr": x64 * rstd * w.double()}
+
+
+def rmsnorm_baseline(x, w, out, M, N, stride_x, stride_out, eps):
+    out.copy_(torch.nn.functional.rms_norm(x, (N,), w, eps))

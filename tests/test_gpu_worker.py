@@ -1,0 +1,39 @@
+"""The benchmark worker's supervisor: a crash, a GPU fault or a hang costs one result and
+a restart, never the build."""
+
+from __future__ import annotations
+
+import pytest
+
+from aot.tune.gpu import GpuInfo, GpuWorker, WorkerDied
+from tests import fakeserve
+
+GPU = GpuInfo(0, "fake", (9, 0))
+
+
+@pytest.fixture
+def worker() -> GpuWorker:
+    w = GpuWorker(GPU, timeout=3.0, serve=fakeserve.serve)
+    yield w
+    w.close()
+
+
+def test_crash_fault_and_hang_become_results_and_the_worker_restarts(worker: GpuWorker) -> None:
+    first = worker.request({"op": "ok"})["pid"]
+    crashed = worker.request({"op": "crash"})
+    assert not crashed["ok"] and "worker died (exit code 11)" in crashed["reason"]
+    second = worker.request({"op": "ok"})["pid"]
+    fault = worker.request({"op": "fault"})
+    assert not fault["ok"] and "illegal memory access" in fault["reason"]
+    third = worker.request({"op": "ok"})["pid"]
+    hang = worker.request({"op": "hang"}, timeout=1.0)
+    assert not hang["ok"] and hang["reason"].startswith("hang: no result after 1s")
+    fourth = worker.request({"op": "ok"})["pid"]
+    assert len({first, second, third, fourth}) == 4
+    assert worker.restarts == 3
+
+
+def test_a_worker_that_cannot_start_says_why() -> None:
+    w = GpuWorker(GPU, serve=fakeserve.broken)
+    with pytest.raises(WorkerDied, match="no CUDA GPU"):
+        w.request({"op": "ok"})
