@@ -46,8 +46,8 @@ def main() -> None:
             for m in kr.buckets["M"]:
                 sizes = {**kr.sizes, "M": m}
                 sets = w.input_sets(inputs, sizes, {"T": dtype})
-                ours = _median(w.time(lambda a: k(*a), sets, 25.0))
-                theirs = _median(w.time(lambda a: baseline(*a), sets, 25.0))
+                ours = _median(w.time(lambda a, k=k: k(*a), sets, 25.0))
+                theirs = _median(w.time(lambda a, f=baseline: f(*a), sets, 25.0))
                 env = {**kr.fixed, **sizes}
                 row = {"kernel": kr.name, "dtype": dtype, "M": m, "aotc_us": ours * 1e3,
                        "baseline_us": theirs * 1e3, "ratio": theirs / ours}  # fmt: skip
