@@ -148,15 +148,29 @@ class Tuner:
             ms, benchmarked = self.measure(inst, bucket, config, worker)
             search.tell(config, ms, benchmarked=benchmarked)
         if ranked[0] not in search.seen:  # the untuned default, for the report's speedup
-            self.measure(inst, bucket, ranked[0], worker)
+            ms, _ = self.measure(inst, bucket, ranked[0], worker)
+            search.seen[ranked[0]] = ms
         measured = sorted((ms, c) for c, ms in search.seen.items() if ms is not None)
         finalists = self._verified_finalists(inst, bucket, [c for _, c in measured], worker)
-        for r in range(t.rounds):  # interleaved: every round visits every finalist
-            shift = r % max(1, len(finalists))
-            for config in finalists[shift:] + finalists[:shift]:
-                self.measure(inst, bucket, config, worker, kind=FINAL, round_=r)
+        # The untuned default and the baseline run in the same interleaved rounds, so the
+        # report's speedups compare like with like (same clocks, same method).
+        default = ranked[0]
+        contenders: list[Config | None] = list(finalists)
+        if (
+            default not in finalists
+            and search.seen.get(default) is not None
+            and (inst.kernel.reference is None or self.verify(inst, bucket, default, worker))
+        ):
+            contenders.append(default)
         if t.baseline is not None:
-            self.measure_baseline(inst, bucket, worker)
+            contenders.append(None)
+        for r in range(t.rounds):  # interleaved: every round visits every contender
+            shift = r % max(1, len(contenders))
+            for item in contenders[shift:] + contenders[:shift]:
+                if item is None:
+                    self.measure_baseline(inst, bucket, worker, round_=r)
+                else:
+                    self.measure(inst, bucket, item, worker, kind=FINAL, round_=r)
         return finalists[:WARM_START]
 
     def _verified_finalists(
@@ -283,8 +297,10 @@ class Tuner:
         )
         return self._store(probe, worker.request(msg)).ok
 
-    def measure_baseline(self, inst: Instance, bucket: tuple[int, ...], worker: GpuWorker) -> None:
-        probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE)
+    def measure_baseline(
+        self, inst: Instance, bucket: tuple[int, ...], worker: GpuWorker, round_: int = 0
+    ) -> None:
+        probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE, round_)
         if self.db.get(probe) is not None:
             return
         msg = {
@@ -293,6 +309,7 @@ class Tuner:
             "inputs": self._abs(inst.kernel.inputs),
             "sizes": problem(inst, bucket),
             "dtypes": dict(inst.dtypes),
+            "target_ms": FINAL_TARGET_MS,
         }
         self._store(probe, worker.request(msg))
 
