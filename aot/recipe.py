@@ -62,7 +62,7 @@ class TuneSettings:
 
     strategy: str = "model"
     budget: int = 60  # most benchmarks per (target, dtypes, bucket)
-    patience: int = 20  # stop after this many benchmarks without a gain above 1%
+    patience: int = 30  # stop after this many benchmarks without a gain above 1%
     seed: int = 0
     finalists: int = 5  # re-measured interleaved, and verified, before choosing
     rounds: int = 5
