@@ -175,7 +175,7 @@ def _open(path: Path) -> _Part:
 
 def _differs(a: _Part, b: _Part, what: str, va: Any, vb: Any, hint: str) -> MergeError:
     return MergeError(
-        f"cannot merge {b.path} with {a.path}: {what} differs ({a.path.name}: {va!r}, "
+        f"cannot merge {b.path} with {a.path}: they differ in {what} ({a.path.name}: {va!r}, "
         f"{b.path.name}: {vb!r}); {hint}"
     )
 
