@@ -206,12 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError(str(exc)) from None
             print(f"wrote {args.output}: {n} records from {len(args.databases)} databases")
         elif args.command == "merge":
-            from .merge import merge
+            from .merge import merge as merge_parts
 
-            m = merge(args.inputs, args.output)
+            mr = merge_parts(args.inputs, args.output)
             print(
-                f"merged {m.inputs} {m.kind}s into {m.output} ({m.size / 1024:.1f} KiB, "
-                f"sha256 {m.sha256}): {m.instances} instances, {m.seconds:.1f}s"
+                f"merged {mr.inputs} {mr.kind}s into {mr.output} ({mr.size / 1024:.1f} KiB, "
+                f"sha256 {mr.sha256}): {mr.instances} instances, {mr.seconds:.1f}s"
             )
         elif args.command == "push":
             from .push import DEFAULT_CHUNK, push

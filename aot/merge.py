@@ -12,8 +12,8 @@ Every instance of the plan must be present exactly once, or twice with identical
 is refused with a message naming the files and the conflict.
 
 Inputs are grouped by kind, recognised from their first bytes (``KINDS``). Bundles are the
-only kind today; tuning databases from build-time tuning (issue 3) are meant to become a
-second kind with their own merge function, registered there.
+only kind today; tuning databases are merged by ``aotc merge-db`` (``aot/tune/db.py``), and
+``KINDS`` is where they would be registered to become a second kind of input here.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _kind(path: Path) -> str:
             return kind
     raise UsageError(
         f"{path}: not an aotc bundle (bad magic bytes); aotc merge combines bundles "
-        "(merging tuning databases is not supported yet)"
+        "(tuning databases are merged with `aotc merge-db`)"
     )
 
 

@@ -65,7 +65,7 @@ def build_parts(
 ) -> list[Path]:
     parts = []
     for i, sl in enumerate(slices):
-        r = build(recipe, out / f"part{i}.aotc", env_for(cache(i)), out, sl)
+        r = build(recipe, out / f"part{i}.aotc", env_for(cache(i)), out, sl=sl)
         parts.append(r.bundle)
     return parts
 
@@ -270,7 +270,7 @@ def test_parts_that_disagree(
 def test_not_a_bundle(halves: tuple[Path, Path], tmp_path: Path) -> None:
     db = tmp_path / "tuning.json"
     db.write_text("{}")
-    with pytest.raises(UsageError, match="merging tuning databases is not supported yet"):
+    with pytest.raises(UsageError, match="tuning databases are merged with `aotc merge-db`"):
         merge([halves[0], db], tmp_path / "m.aotc")
 
 
