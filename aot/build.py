@@ -24,7 +24,15 @@ from .env import Environment
 from .pack import encode_bundle, make_manifest
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
-from .select import Chooser, Ranker, Selection, heuristic_chooser, select, wanted_variants
+from .select import (
+    HEURISTIC,
+    Chooser,
+    Ranker,
+    Selection,
+    heuristic_chooser,
+    select,
+    wanted_variants,
+)
 from .shard import Slice, apply
 from .tune import decide
 from .tune.db import TuningDB
@@ -110,6 +118,17 @@ def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) ->
         pool.close()
 
 
+def _decided(plan: Plan, chooser: Chooser) -> dict[str, int]:
+    """Buckets decided each way over ``plan`` alone, counted as ``decide.chooser`` counts."""
+    counts = {"measured": 0, "transferred": 0, "heuristic": 0}
+    for inst in plan.instances:
+        for bucket in inst.buckets:
+            how = chooser(inst, bucket)[0].how
+            key = "heuristic" if how == HEURISTIC else how.split()[0]
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def build(
     recipe_path: Path,
     output: Path | None,
@@ -123,12 +142,17 @@ def build(
     start = time.monotonic()
     tune = tune or TuneOptions()
     recipe = load(recipe_path)
-    plan, shard = apply(make_plan(recipe), sl or Slice())
+    whole = make_plan(recipe)
+    plan, shard = apply(whole, sl or Slice())
     out = output if output is not None else default_output(recipe, cwd, sl if shard else None)
     db_path = tune.db or out.with_suffix(".tunedb.jsonl")
     db = TuningDB(db_path)
     stats = run_tuning(plan, db, env, tune) if tune.enabled else None
-    chooser, decided = decide.chooser(plan, db, heuristic_chooser(cached_ranker(plan)))
+    # Decided over the whole plan, so that a slice chooses as a full build does: a target
+    # without measurements takes those of its arch family, which may lie in another slice.
+    chooser, decided = decide.chooser(whole, db, heuristic_chooser(cached_ranker(whole)))
+    if shard is not None:
+        decided = _decided(plan, chooser)
     compiled = compile_selected(plan, chooser, env)
     selection: Selection = select(plan, chooser, compiled)
     manifest, payloads = make_manifest(plan, selection, compiled)

@@ -281,3 +281,29 @@ def test_loader_refuses_a_partial_bundle(halves: tuple[Path, Path]) -> None:
             loader.open(halves[0])
     finally:
         driver.install(None)
+
+
+def test_tuned_parts_with_one_database_merge_to_the_tuned_full_build(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """The CI variant with tuning: a GPU job tunes its target; the CPU shards decide from
+    its database (H200 takes H100's measurements: "transferred"); the merge equals a full
+    tuned build."""
+    from aot.build import TuneOptions
+    from tests.fakegpu import H100, FakeWorker
+
+    recipe = recipe_dir / "tune.toml"  # targets H100, H200, sm_80; a fake H100 is present
+    cache = env_for(tmp_path / "cache")
+    db = tmp_path / "tuning.jsonl"
+    gpu = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: FakeWorker())
+    full = build(recipe, tmp_path / "full.aotc", cache, tmp_path, gpu)
+    assert full.decided == {"measured": 2, "transferred": 2, "heuristic": 2}
+    part_gpu = build(recipe, tmp_path / "gpu.aotc", cache, tmp_path, gpu, Slice(1, 1, ("H100",)))
+    cpu = TuneOptions(enabled=False, db=db)
+    parts = [
+        build(recipe, tmp_path / f"cpu{i}.aotc", cache, tmp_path, cpu, sl).bundle
+        for i, sl in enumerate(shards(2, ("H200", "sm_80")))
+    ]
+    assert part_gpu.decided == {"measured": 2, "transferred": 0, "heuristic": 0}
+    merge([part_gpu.bundle, *parts], tmp_path / "merged.aotc")
+    assert (tmp_path / "merged.aotc").read_bytes() == full.bundle.read_bytes()
