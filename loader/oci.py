@@ -279,10 +279,16 @@ def fetch(
             "Pin the new digest if the change is intended."
         )
     path = cache.bundle(art.layer_digest)
-    with cache.lock(art.layer_digest):
-        if not path.is_file():
-            download_verified(client, ref, art, path)
-    cache.remember(ref, art, body)
+    try:
+        with cache.lock(art.layer_digest):
+            if not path.is_file():
+                download_verified(client, ref, art, path)
+        cache.remember(ref, art, body)
+    except OSError as exc:
+        raise BundleError(
+            f"{ref}: cannot write the bundle cache {cache.root} ({exc}); pass cache_dir= or "
+            "set AOTC_BUNDLE_CACHE to a writable folder"
+        ) from None
     return path
 
 

@@ -27,7 +27,7 @@ from loader import driver, oci
 from loader import manifest as mf
 from loader.errors import BundleError, RegistryError
 from loader.format import encode, write_atomic
-from loader.registry import RegistryConfig
+from loader.registry import Client, RegistryConfig
 from tests import handmade, ociserve
 from tests.fakecuda import FakeLib
 
@@ -361,3 +361,25 @@ def test_partial_bundle_is_refused_by_push(reg: ociserve.Registry, tmp_path: Pat
     path = tmp_path / "part.aotc"
     write_atomic(path, encode(m.to_json(), handmade.payloads(m)))
     assert main(["push", str(path), f"oci://{reg.address}/aotc/part:1"]) == 2
+
+
+def test_retry_after_is_honoured(reg: ociserve.Registry) -> None:
+    slept: list[float] = []
+    cfg = RegistryConfig(backoff=0.25, max_backoff=30.0)
+    with ociserve.proxy(reg.address) as px:
+        px.faults = [
+            ociserve.Fault("GET", "/v2/", "429", retry_after="3"),
+            ociserve.Fault("GET", "/v2/", "503"),  # no Retry-After: exponential backoff
+        ]
+        px.faults[1].retry_after = ""
+        client = Client(px.address, cfg, sleep=slept.append)
+        assert client.request("GET", "/v2/", scope="registry:catalog:*").status == 200
+    assert slept[0] == 3.0 and 0.5 <= slept[1] <= 0.55  # the second retry: 0.25 × 2 + jitter
+
+
+def test_unwritable_cache_is_a_clear_error(reg: ociserve.Registry, tmp_path: Path) -> None:
+    push(handmade.write(tmp_path / "h.aotc"), f"oci://{reg.address}/aotc/ro:1", FAST)
+    cache = tmp_path / "not-a-folder"
+    cache.write_text("")  # unwritable as a folder, even for root
+    with pytest.raises(BundleError, match="cannot write the bundle cache"):
+        oci.fetch(f"oci://{reg.address}/aotc/ro:1", cache_dir=cache, config=FAST)
