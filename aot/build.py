@@ -7,11 +7,13 @@ whose choice failed, until every bucket has a config that compiled and fits.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loader.format import write_atomic
 
@@ -22,7 +24,16 @@ from .env import Environment
 from .pack import encode_bundle, make_manifest
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
-from .select import Chooser, Ranker, Selection, heuristic_chooser, select, wanted_variants
+from .select import (
+    HEURISTIC,
+    Chooser,
+    Ranker,
+    Selection,
+    heuristic_chooser,
+    select,
+    wanted_variants,
+)
+from .shard import Slice, apply
 from .tune import decide
 from .tune.db import TuningDB
 from .tune.gpu import GpuInfo, GpuWorker, detect, matches
@@ -54,10 +65,16 @@ class BuildResult:
     decided: Mapping[str, int] = field(default_factory=dict)  # buckets measured/transferred/...
     tuning: TuneStats | None = None
     db: Path | None = None
+    shard: dict[str, Any] | None = None  # the partial bundle's slice; None for a full build
 
 
-def default_output(recipe: Recipe, cwd: Path) -> Path:
-    return cwd / "artifacts" / recipe.bundle_filename
+def default_output(recipe: Recipe, cwd: Path, sl: Slice | None = None) -> Path:
+    """``artifacts/<name>-<version>.aotc``; a slice adds its label: ``….sm_90.shard1of3.aotc``."""
+    name = recipe.bundle_filename
+    label = sl.label if sl is not None else ""
+    if label:
+        name = f"{name.removesuffix('.aotc')}.{label}.aotc"
+    return cwd / "artifacts" / name
 
 
 def cached_ranker(plan: Plan) -> Ranker:
@@ -101,25 +118,46 @@ def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) ->
         pool.close()
 
 
+def _decided(plan: Plan, chooser: Chooser) -> dict[str, int]:
+    """Buckets decided each way over ``plan`` alone, counted as ``decide.chooser`` counts."""
+    counts = {"measured": 0, "transferred": 0, "heuristic": 0}
+    for inst in plan.instances:
+        for bucket in inst.buckets:
+            how = chooser(inst, bucket)[0].how
+            key = "heuristic" if how == HEURISTIC else how.split()[0]
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
 def build(
     recipe_path: Path,
     output: Path | None,
     env: Environment,
     cwd: Path,
     tune: TuneOptions | None = None,
+    sl: Slice | None = None,
 ) -> BuildResult:
+    """Build the recipe, or only the slice ``sl`` of it (a partial bundle; see shard.py):
+    then only the slice's instances are tuned, compiled and packed."""
     start = time.monotonic()
     tune = tune or TuneOptions()
     recipe = load(recipe_path)
-    plan = make_plan(recipe)
-    out = output if output is not None else default_output(recipe, cwd)
+    whole = make_plan(recipe)
+    plan, shard = apply(whole, sl or Slice())
+    out = output if output is not None else default_output(recipe, cwd, sl if shard else None)
     db_path = tune.db or out.with_suffix(".tunedb.jsonl")
     db = TuningDB(db_path)
     stats = run_tuning(plan, db, env, tune) if tune.enabled else None
-    chooser, decided = decide.chooser(plan, db, heuristic_chooser(cached_ranker(plan)))
+    # Decided over the whole plan, so that a slice chooses as a full build does: a target
+    # without measurements takes those of its arch family, which may lie in another slice.
+    chooser, decided = decide.chooser(whole, db, heuristic_chooser(cached_ranker(whole)))
+    if shard is not None:
+        decided = _decided(plan, chooser)
     compiled = compile_selected(plan, chooser, env)
     selection: Selection = select(plan, chooser, compiled)
     manifest, payloads = make_manifest(plan, selection, compiled)
+    if shard is not None:
+        manifest = dataclasses.replace(manifest, build={**manifest.build, "shard": shard})
     data = encode_bundle(manifest, payloads)
     report_path = out.with_suffix(".report.md")
     text, images = report.render(
@@ -143,4 +181,5 @@ def build(
         decided=decided,
         tuning=stats,
         db=db_path if db_path.exists() else None,
+        shard=shard,
     )

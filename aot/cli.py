@@ -15,6 +15,8 @@ from .env import VARIABLES, Environment, from_environ
 from .errors import AotcError, UsageError
 
 if TYPE_CHECKING:
+    from loader.registry import RegistryConfig
+
     from .tune.tuner import TuneStats
 
 
@@ -62,16 +64,68 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("-j", "--jobs", type=int, help="compile processes (default: all cores)")
     tune.add_argument("--no-progress", action="store_true", help="no progress bars")
 
+    build.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="build only shard I of N (1-based, round-robin over the plan's instances); "
+        "writes a partial bundle for `aotc merge`",
+    )
+    build.add_argument(
+        "--targets",
+        metavar="LIST",
+        help="build only these targets (comma-separated names or archs, e.g. sm_90)",
+    )
+
+    merge = sub.add_parser("merge", help="combine partial bundles into the full bundle")
+    merge.add_argument("inputs", type=Path, nargs="+", metavar="PART")
+    merge.add_argument("-o", "--output", type=Path, required=True, help="the merged bundle")
+
+    push = sub.add_parser("push", help="push a bundle to an OCI registry")
+    push.add_argument("bundle", type=Path)
+    push.add_argument("reference", metavar="oci://HOST[:PORT]/REPO:TAG")
+    push.add_argument("--insecure", action="store_true", help="allow plain http to this host")
+    push.add_argument(
+        "--chunk-size",
+        type=_size,
+        default=None,
+        metavar="BYTES",
+        help="upload in chunks of this size (e.g. 16M, the default); smaller bundles go whole",
+    )
+
+    pull = sub.add_parser("pull", help="pull a bundle from an OCI registry, verified")
+    pull.add_argument("reference", metavar="oci://HOST[:PORT]/REPO:TAG")
+    pull.add_argument(
+        "-o", "--output", type=Path, help="file or folder (default: the bundle's file name)"
+    )
+    pull.add_argument("--insecure", action="store_true", help="allow plain http to this host")
+
     mdb = sub.add_parser("merge-db", help="merge tuning databases from several machines")
     mdb.add_argument("databases", type=Path, nargs="+")
     mdb.add_argument("-o", "--output", type=Path, required=True)
 
-    insp = sub.add_parser("inspect", help="print a readable summary of a bundle")
-    insp.add_argument("bundle", type=Path)
+    insp = sub.add_parser(
+        "inspect", help="print a readable summary of a bundle (or of oci://..., not downloaded)"
+    )
+    insp.add_argument("bundle")
+    insp.add_argument("--insecure", action="store_true", help="allow plain http (oci:// only)")
 
     ver = sub.add_parser("verify", help="check a bundle's integrity (exit 3 if damaged)")
     ver.add_argument("bundle", type=Path)
     return p
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    unit = t[-1:] if t[-1:] in units else ""
+    try:
+        return int(t[: len(t) - len(unit)]) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 8M, 65536)") from None
+
+
+def _registry(env: Environment, insecure: bool) -> RegistryConfig:
+    return replace(env.registry, insecure=True) if insecure else env.registry
 
 
 def _with_args(env: Environment, args: argparse.Namespace) -> Environment:
@@ -105,7 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             env = _with_args(env, args)
             opts = TuneOptions(enabled=not args.no_tune, db=args.db, timeout=env.tune_timeout)
-            r = build(args.recipe, args.output, env, Path.cwd(), opts)
+            from .shard import Slice
+
+            sl = Slice.parse(args.shard, args.targets)
+            r = build(args.recipe, args.output, env, Path.cwd(), opts, sl)
             if r.tuning is not None:
                 print(_tuning_line(r.tuning))
             decided = ", ".join(f"{n} {how}" for how, n in r.decided.items() if n)
@@ -116,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"buckets: {decided}\n"
                 f"report: {r.report}" + (f"\ntuning database: {r.db}" if r.db else "")
             )
+            if r.shard is not None:
+                from loader.manifest import describe_shard
+
+                print(f"partial bundle ({describe_shard(r.shard)}): combine with `aotc merge`")
         elif args.command == "tune":
             from .build import TuneOptions, default_output, run_tuning
             from .plan import make_plan
@@ -144,10 +205,43 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (OSError, ValueError) as exc:
                 raise UsageError(str(exc)) from None
             print(f"wrote {args.output}: {n} records from {len(args.databases)} databases")
-        elif args.command == "inspect":
-            from .inspect import inspect
+        elif args.command == "merge":
+            from .merge import merge as merge_parts
 
-            sys.stdout.write(inspect(args.bundle))
+            mr = merge_parts(args.inputs, args.output)
+            print(
+                f"merged {mr.inputs} {mr.kind}s into {mr.output} ({mr.size / 1024:.1f} KiB, "
+                f"sha256 {mr.sha256}): {mr.instances} instances, {mr.seconds:.1f}s"
+            )
+        elif args.command == "push":
+            from .push import DEFAULT_CHUNK, push
+
+            cfg = _registry(env, args.insecure)
+            chunk = args.chunk_size or DEFAULT_CHUNK
+            pr = push(args.bundle, args.reference, cfg, chunk_size=chunk)
+            n = pr.requests
+            how = "already there" if n == 0 else f"{n} upload request{'s' if n > 1 else ''}"
+            print(
+                f"pushed {pr.reference}\n  bundle sha256:{pr.bundle_digest.split(':')[1]} "
+                f"({pr.size / 1024:.1f} KiB, {how}) in {pr.seconds:.2f}s"
+            )
+        elif args.command == "pull":
+            from .pull import pull
+
+            pl = pull(args.reference, args.output, _registry(env, args.insecure), Path.cwd())
+            print(
+                f"pulled {pl.reference}\n  wrote {pl.path} ({pl.size / 1024:.1f} KiB, "
+                f"{pl.bundle_digest}, verified) in {pl.seconds:.2f}s"
+            )
+        elif args.command == "inspect":
+            if args.bundle.startswith("oci://"):
+                from .registry import describe
+
+                sys.stdout.write(describe(args.bundle, _registry(env, args.insecure)))
+            else:
+                from .inspect import inspect
+
+                sys.stdout.write(inspect(Path(args.bundle)))
         elif args.command == "verify":
             from .inspect import verify
 

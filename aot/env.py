@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from loader.registry import RegistryConfig
 
 VARIABLES = {
     "AOTC_CACHE_DIR": "where compiled variants are cached (default ~/.cache/aotc)",
     "AOTC_JOBS": "compile processes to run at once (default: all cores)",
     "AOTC_NO_PROGRESS": "set to 1 to turn progress bars off",
     "AOTC_TUNE_TIMEOUT": "seconds a benchmark may run before it counts as a hang (default 120)",
+    "AOTC_REGISTRY_USER": "registry user name for push/pull (else the Docker config file)",
+    "AOTC_REGISTRY_PASSWORD": "registry password or token, with AOTC_REGISTRY_USER",
+    "AOTC_REGISTRY_INSECURE": "set to 1 to allow plain http to registries beyond localhost",
+    "AOTC_BUNDLE_CACHE": "where loader.open('oci://...') caches bundles "
+    "(default ~/.cache/aotc/bundles; read by the loader too)",
 }
+# The loader reads AOTC_REGISTRY_* and AOTC_BUNDLE_CACHE itself (it cannot import aot);
+# they are declared here with the rest, and tests/test_oci_unit.py checks none is undeclared.
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,7 @@ class Environment:
     jobs: int
     progress: bool
     tune_timeout: float = 120.0
+    registry: RegistryConfig = field(default_factory=RegistryConfig)
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
@@ -51,4 +61,5 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         jobs=max(1, jobs),
         progress=env.get("AOTC_NO_PROGRESS", "") not in ("1", "true", "yes"),
         tune_timeout=timeout,
+        registry=RegistryConfig.from_environ(env),
     )

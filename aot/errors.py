@@ -39,3 +39,21 @@ class BadBundle(AotcError):
     """A bundle failed its integrity or format checks."""
 
     exit_code = 3
+
+
+class MergeError(AotcError):
+    """Partial bundles that cannot be merged: they conflict, or parts are missing."""
+
+    exit_code = 2
+
+
+class RegistryError(AotcError):
+    """A registry was unreachable, refused a request, or holds no aotc bundle there."""
+
+    exit_code = 4
+
+
+class AuthError(RegistryError):
+    """The registry wants credentials that were not found, or refused the ones given."""
+
+    exit_code = 5

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loader.errors import BundleError
 from loader.format import BundleFile
-from loader.manifest import Manifest
+from loader.manifest import Manifest, describe_shard
 
 from .errors import BadBundle
 from .targets import label
@@ -41,7 +41,8 @@ def verify(path: Path) -> str:
                     if v.entry not in bf.entries:
                         raise BadBundle(f"{path}: variant {v.id} of {k.name} names a missing entry")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    return f"OK {path}: {len(names)} entries verified, sha256 {digest}"
+    partial = f" (partial: {describe_shard(manifest.shard)})" if manifest.shard else ""
+    return f"OK {path}: {len(names)} entries verified, sha256 {digest}{partial}"
 
 
 def inspect(path: Path) -> str:
@@ -58,8 +59,10 @@ def inspect(path: Path) -> str:
         f"  payload: {len(bf.entries)} cubins, {raw / 1024:.1f} KiB raw, "
         f"{stored / 1024:.1f} KiB compressed, manifest {bf.manifest_bytes_len / 1024:.1f} KiB",
         "  targets: " + ", ".join(label(t.name, t.arch, t.sms) for t in m.targets),
-        "",
     ]
+    if m.shard is not None:
+        out.append(f"  partial bundle ({describe_shard(m.shard)}): combine with `aotc merge`")
+    out.append("")
     for k in m.kernels:
         sig = ", ".join(f"{p.name}: {p.type}" for p in k.params)
         out.append(f"kernel {k.name}({sig})")

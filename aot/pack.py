@@ -129,6 +129,9 @@ def _failures(compiled: Mapping[Variant, Compiled]) -> list[dict[str, Any]]:
         for v, c in compiled.items()
         if not c.ok
     ]
-    return sorted(
-        rows, key=lambda r: (r["kernel"], r["target"], str(r["dtypes"]), r["config"], r["spec"])
-    )
+    return sorted(rows, key=failure_order)
+
+
+def failure_order(row: Mapping[str, Any]) -> tuple[str, str, str, str, str]:
+    """The order of ``build.failed`` (also used by ``aotc merge``)."""
+    return (row["kernel"], row["target"], str(row["dtypes"]), row["config"], row["spec"])

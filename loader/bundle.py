@@ -40,8 +40,23 @@ _CTYPES: dict[str, type[Any]] = {
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 
 
-def open(path: str | os.PathLike[str], *, device: int | None = None) -> Bundle:
-    """Open ``path`` for the GPU of the current CUDA context (or ``device``)."""
+def open(
+    path: str | os.PathLike[str],
+    *,
+    device: int | None = None,
+    digest: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> Bundle:
+    """Open ``path`` for the GPU of the current CUDA context (or ``device``).
+
+    ``path`` may be ``oci://HOST/REPO:TAG``: the bundle is pulled once into a local cache
+    (``cache_dir``, default ``$AOTC_BUNDLE_CACHE`` or ``~/.cache/aotc/bundles``) and opened
+    from there; see ``loader/oci.py``. ``digest="sha256:..."`` pins the exact bundle file.
+    """
+    if digest is not None or (isinstance(path, str) and path.startswith("oci://")):
+        from .oci import locate
+
+        path = locate(path, digest=digest, cache_dir=cache_dir)
     return Bundle(path, device=device)
 
 
@@ -101,6 +116,7 @@ class Bundle:
         self.file = BundleFile(path)
         try:
             self.manifest = Manifest.from_json(self.file.manifest)
+            self.manifest.require_complete()
         except ManifestError as exc:
             self.file.close()
             raise BundleError(f"{path}: {exc}") from None

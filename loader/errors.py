@@ -19,6 +19,18 @@ class ArgumentError(LoaderError, TypeError):
     """A kernel was called with arguments that do not match its recorded signature."""
 
 
+class RegistryError(LoaderError):
+    """A registry could not be reached, refused a request or holds no aotc bundle there."""
+
+
+class RegistryAuthError(RegistryError):
+    """The registry wants credentials that were not found, or refused the ones given."""
+
+
+class BadReference(LoaderError, ValueError):
+    """A string that is not an ``oci://HOST[:PORT]/REPOSITORY:TAG`` reference."""
+
+
 class CudaError(LoaderError):
     """A CUDA driver call failed: ``code`` is the CUresult, ``name`` its symbolic name."""
 

@@ -337,6 +337,20 @@ class Manifest:
             build=obj.get("build", {}),
         )
 
+    @property
+    def shard(self) -> Mapping[str, Any] | None:
+        """The slice a partial bundle holds (``aotc build --shard/--targets``), else None."""
+        shard = self.build.get("shard")
+        return shard if isinstance(shard, dict) else None
+
+    def require_complete(self) -> None:
+        shard = self.shard
+        if shard is not None:
+            raise ManifestError(
+                f"a partial bundle ({describe_shard(shard)}); combine every part with "
+                "`aotc merge` and load the result"
+            )
+
     def kernel(self, name: str) -> KernelSpec:
         for k in self.kernels:
             if k.name == name:
@@ -346,3 +360,16 @@ class Manifest:
 
 def _parse_list(obj: Any, key: str, parse: Callable[[Any, str], T]) -> tuple[T, ...]:
     return tuple(parse(x, f"{key}[{i}]") for i, x in enumerate(_get(obj, key, list, "")))
+
+
+def describe_shard(shard: Mapping[str, Any]) -> str:
+    """``shard 1/3 of targets sm_90: 2 of 8 instances`` for messages and ``aotc inspect``."""
+    parts = []
+    if shard.get("count", 1) != 1:
+        parts.append(f"shard {shard.get('index')}/{shard.get('count')}")
+    if shard.get("targets"):
+        parts.append("targets " + ",".join(map(str, shard["targets"])))
+    return (
+        " of ".join(parts or ["slice"])
+        + f": {shard.get('instances', '?')} of {shard.get('of', '?')} instances"
+    )
