@@ -230,6 +230,11 @@ def test_interrupted_build_resumes_without_repeating_work(recipe_dir: Path, tmp_
 def test_faulting_hanging_and_wrong_candidates_are_rejected(
     recipe_dir: Path, tmp_path: Path
 ) -> None:
+    recipe = recipe_dir / "tune.toml"  # exhaustive, so every planted failure is visited
+    text = recipe.read_text().replace('strategy = "model"', 'strategy = "grid"')
+    recipe.write_text(
+        text.replace("budget = 12", "budget = 16").replace("patience = 6", "patience = 16")
+    )
     worker = FakeWorker(fault={(512, 4)}, hang={(512, 2)}, wrong={(512, 8), (256, 4)})
     r = tune_build(recipe_dir, tmp_path, worker)
     m = manifest_of(r.bundle)
