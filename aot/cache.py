@@ -11,7 +11,8 @@ from typing import Any
 
 from loader.format import canonical_json, write_atomic
 
-SCHEMA = 1
+# 2: cubins compiled without line info (no absolute source paths inside).
+SCHEMA = 2
 
 
 def key_of(parts: dict[str, Any]) -> str:

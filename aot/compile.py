@@ -159,6 +159,9 @@ def _reason(exc: BaseException) -> str:
 def _worker_init(triton_cache: str | None) -> None:
     if triton_cache:
         os.environ.setdefault("TRITON_CACHE_DIR", triton_cache)
+    # Line info embeds the absolute paths of the kernel's source and of Triton itself in
+    # the cubin: without it, the same sources give the same bytes from any checkout.
+    os.environ["TRITON_DISABLE_LINE_INFO"] = "1"
     import triton  # noqa: F401 - pay the import once per worker, not per job
 
 
@@ -174,7 +177,7 @@ class CompilePool:
         self.plan = plan
         self.cache = cache
         self.jobs = max(1, jobs)
-        self._triton_cache = str(cache.root.parent / "triton") if cache.root else None
+        self._triton_cache = str(cache.root / "triton") if cache.root else None
         self._pool: cf.ProcessPoolExecutor | None = None
         self._jobs: dict[str, cf.Future[dict[str, Any]]] = {}
         self._results: dict[Variant, cf.Future[Compiled]] = {}

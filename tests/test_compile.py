@@ -153,3 +153,18 @@ def test_equal_one_specialization_drops_the_parameter(recipe_dir: Path, tmp_path
     }
     assert abis[(("n", 1),)] == ("x_ptr", "out_ptr", "alpha")
     assert abis[()] == ("x_ptr", "out_ptr", "n", "alpha")
+
+
+def test_same_sources_from_another_folder_give_the_same_bytes(tmp_path: Path) -> None:
+    import shutil
+
+    from tests.conftest import DATA
+
+    outs = []
+    for name in ("checkout-a", "somewhere/else/b"):
+        root = tmp_path / name
+        shutil.copytree(DATA, root)
+        r = build(root / "small.toml", tmp_path / f"{name.replace('/', '_')}.aotc",
+                  env_for(tmp_path / f"cache-{len(outs)}"), tmp_path)  # fmt: skip
+        outs.append(r.bundle.read_bytes())
+    assert outs[0] == outs[1]
