@@ -1,8 +1,10 @@
-"""The build: recipe → plan → compile → select → pack, written atomically.
+"""The build: recipe → plan → tune → decide → compile → select → pack, written atomically.
 
-Without a GPU of a target's kind, configs are chosen by the heuristic and only what will
-be packed is compiled: each bucket's best-ranked config, then the next one for buckets
-whose choice failed, until every bucket has a config that compiled and fits.
+Targets whose GPU kind is on this machine are tuned first (into the tuning database);
+decisions come from that database, then from a measured target of the same arch family,
+then from the heuristic. Only what will be packed is compiled here: each bucket's first
+choice, then the next one for buckets whose choice failed, until every bucket has a config
+that compiled and fits.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from .pack import encode_bundle, make_manifest
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
 from .select import (
-    HEURISTIC,
     Chooser,
     Ranker,
     Selection,
@@ -89,12 +90,10 @@ def cached_ranker(plan: Plan) -> Ranker:
     return ranker
 
 
-def compile_selected(
-    plan: Plan, chooser: Chooser, env: Environment, done: dict[Variant, Compiled] | None = None
-) -> dict[Variant, Compiled]:
-    """Compile until every bucket's first viable choice is known (``done``: already known)."""
+def compile_selected(plan: Plan, chooser: Chooser, env: Environment) -> dict[Variant, Compiled]:
+    """Compile until every bucket's first viable choice is known."""
     cache = CompileCache(env.cache_dir)
-    compiled = dict(done or {})
+    compiled: dict[Variant, Compiled] = {}
     while True:
         wanted = wanted_variants(plan, chooser, compiled)
         if not wanted:
@@ -118,17 +117,6 @@ def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) ->
         pool.close()
 
 
-def _decided(plan: Plan, chooser: Chooser) -> dict[str, int]:
-    """Buckets decided each way over ``plan`` alone, counted as ``decide.chooser`` counts."""
-    counts = {"measured": 0, "transferred": 0, "heuristic": 0}
-    for inst in plan.instances:
-        for bucket in inst.buckets:
-            how = chooser(inst, bucket)[0].how
-            key = "heuristic" if how == HEURISTIC else how.split()[0]
-            counts[key] = counts.get(key, 0) + 1
-    return counts
-
-
 def build(
     recipe_path: Path,
     output: Path | None,
@@ -150,9 +138,8 @@ def build(
     stats = run_tuning(plan, db, env, tune) if tune.enabled else None
     # Decided over the whole plan, so that a slice chooses as a full build does: a target
     # without measurements takes those of its arch family, which may lie in another slice.
-    chooser, decided = decide.chooser(whole, db, heuristic_chooser(cached_ranker(whole)))
-    if shard is not None:
-        decided = _decided(plan, chooser)
+    chooser = decide.chooser(whole, db, heuristic_chooser(cached_ranker(whole)))
+    decided = decide.count(plan, chooser)
     compiled = compile_selected(plan, chooser, env)
     selection: Selection = select(plan, chooser, compiled)
     manifest, payloads = make_manifest(plan, selection, compiled)

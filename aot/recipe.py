@@ -33,8 +33,8 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 TOP_KEYS = ("format", "bundle", "kernel")
 BUNDLE_KEYS = ("name", "version", "targets")
 TUNE_KEYS = (
-    "strategy", "budget", "patience", "seed", "finalists", "rounds", "flops", "bytes",
-    "baseline", "tolerance",
+    "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
+    "flops", "bytes", "baseline", "tolerance",
 )  # fmt: skip
 STRATEGIES = ("model", "bayes", "random", "grid")
 KERNEL_KEYS = (
@@ -63,6 +63,7 @@ class TuneSettings:
     strategy: str = "model"
     budget: int = 60  # most benchmarks per (target, dtypes, bucket)
     patience: int = 30  # stop after this many benchmarks without a gain above 1%
+    warm_patience: int = 15  # the same, for a bucket warm-started from its neighbour
     seed: int = 0
     finalists: int = 5  # re-measured interleaved, and verified, before choosing
     rounds: int = 5
@@ -452,7 +453,8 @@ def _tune(v: _Validator, k: Mapping[str, Any], w: str, root: Path, names: set[st
             v.fail(f"{key}.strategy", f"{t['strategy']!r} is unknown; {hint}use one of "
                    f"{', '.join(STRATEGIES)}")  # fmt: skip
         out["strategy"] = t["strategy"]
-    for name, minimum in (("budget", 1), ("patience", 1), ("seed", 0), ("finalists", 1),
+    for name, minimum in (("budget", 1), ("patience", 1), ("warm_patience", 1), ("seed", 0),
+                          ("finalists", 1),
                           ("rounds", 1)):  # fmt: skip
         if name in t:
             out[name] = v.int_value(t[name], f"{key}.{name}", minimum=minimum)

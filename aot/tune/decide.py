@@ -197,16 +197,14 @@ def _transfer_source(plan: Plan, inst: Instance, measured: set[InstanceKey]) -> 
     )
 
 
-def chooser(plan: Plan, db: TuningDB, fallback: Chooser) -> tuple[Chooser, dict[str, int]]:
-    """A chooser that prefers measurements, then transfers, then ``fallback``; and counts
-    of buckets decided each way."""
+def chooser(plan: Plan, db: TuningDB, fallback: Chooser) -> Chooser:
+    """A chooser that prefers measurements, then transfers, then ``fallback``."""
     found = outcomes(plan, db)
     transfers = {
         inst.key: src
         for inst in plan.instances
         if inst.key not in found and (src := _transfer_source(plan, inst, set(found))) is not None
     }
-    counts = {"measured": 0, "transferred": 0, "heuristic": 0}
 
     def choose(inst: Instance, bucket: tuple[int, ...]) -> list[Pick]:
         rest = fallback(inst, bucket)
@@ -221,9 +219,15 @@ def chooser(plan: Plan, db: TuningDB, fallback: Chooser) -> tuple[Chooser, dict[
                 return [Pick(so.config, f"transferred from {src.target.name}", note), *rest]
         return rest
 
+    return choose
+
+
+def count(plan: Plan, choose: Chooser) -> dict[str, int]:
+    """How many of the plan's buckets are measured, transferred or left to the heuristic."""
+    counts = {"measured": 0, "transferred": 0, "heuristic": 0}
     for inst in plan.instances:
         for bucket in inst.buckets:
             how = choose(inst, bucket)[0].how
             key = "heuristic" if how == HEURISTIC else how.split()[0]
             counts[key] = counts.get(key, 0) + 1
-    return choose, counts
+    return counts

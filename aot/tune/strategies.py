@@ -136,14 +136,16 @@ class Model(Search):
 
     EXPLORE = 0.15
     SEED_TOP = 8  # the model's top picks, benchmarked before any local move
+    SEED_TOP_WARM = 4  # fewer when warm-started: the neighbour's best already seeds it
 
     def _next(self) -> Config | None:
         rest = self.unseen()
         if not rest:
             return None
-        ranked_seen = sum(1 for c in self.candidates[: self.SEED_TOP] if c in self.seen)
-        if ranked_seen < min(self.SEED_TOP, len(self.candidates)):
-            return next(c for c in self.candidates[: self.SEED_TOP] if c not in self.seen)
+        top = self.candidates[: self.SEED_TOP_WARM if self.warm else self.SEED_TOP]
+        pending = [c for c in top if c not in self.seen]
+        if pending:
+            return pending[0]
         if self.rng.random() < self.EXPLORE:
             return self.rng.choice(rest)
         if self.best is not None:

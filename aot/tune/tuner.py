@@ -141,8 +141,10 @@ class Tuner:
     ) -> list[Config]:
         t = inst.kernel.tune
         ranked = rank(inst, bucket)
+        # A bucket warm-started from its neighbour's best has found its region already.
+        patience = min(t.patience, t.warm_patience) if warm else t.patience
         search = strategies.make(
-            t.strategy, ranked, budget=t.budget, patience=t.patience, seed=seed, warm=warm
+            t.strategy, ranked, budget=t.budget, patience=patience, seed=seed, warm=warm
         )
         while (config := search.ask()) is not None:
             ms, benchmarked = self.measure(inst, bucket, config, worker)
