@@ -276,3 +276,11 @@ def test_every_measurement_is_in_the_database_with_its_key(
     for x in lines:
         assert x["device"] == H100.name and x["triton"] == "3.6.0" and x["source"]
         assert set(x["problem"]) == {"n"}
+
+
+def test_worker_loads_recipe_functions_by_absolute_path() -> None:
+    from aot.tune.worker import _load
+
+    path = (Path(__file__).parent / "data" / "kernels" / "small.py").resolve()
+    assert _load(f"{path}:not_a_kernel") == 42
+    assert _load(f"{path}:scale_kernel") is _load(f"{path}:scale_kernel")

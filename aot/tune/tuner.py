@@ -224,7 +224,8 @@ class Tuner:
 
     def _request(self, inst: Instance, config: Config, compiled: list[Compiled]) -> dict[str, Any]:
         ok = [c for c in compiled if c.ok]
-        variants = {r.id: r for r in (variant_record(inst.kernel, config, c) for c in ok)}
+        records = [(variant_record(inst.kernel, config, c), c) for c in ok]
+        variants = {r.id: r for r, _ in records}
         choice = mf.Choice((), config.id, "tuning", tuple(variants))
         spec = kernel_record(
             inst.kernel, (mf.Instance(inst.target.name, dict(inst.dtypes), variants, (choice,)),)
@@ -232,7 +233,7 @@ class Tuner:
         spec = mf.KernelSpec(**{**spec.__dict__, "bucket_keys": (), "buckets": ()})
         return {
             "spec": spec.to_json(),
-            "entries": {variant_record(inst.kernel, config, c).entry: c.cubin for c in ok},
+            "entries": {r.entry: c.cubin for r, c in records},
             "target": inst.target.name,
             "dtypes": dict(inst.dtypes),
             "inputs": self._abs(inst.kernel.inputs),

@@ -13,11 +13,9 @@ and only here: this module runs in the worker process, never in the builder.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import statistics
-import sys
 import traceback
 from collections import OrderedDict
 from collections.abc import Callable
@@ -33,18 +31,11 @@ FATAL_MARKERS = ("illegal", "misaligned", "unspecified launch failure", "CUDA_ER
 
 
 def _load(ref: str) -> Callable[..., Any]:
+    """A recipe's "path.py:function" (the path absolute), imported once per process."""
+    from ..source import load_module
+
     file, _, name = ref.rpartition(":")
-    path = Path(file).resolve()
-    modname = "aotc_worker_" + str(abs(hash(str(path))))
-    mod = sys.modules.get(modname)
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(modname, path)
-        assert spec is not None and spec.loader is not None
-        mod = importlib.util.module_from_spec(spec)
-        sys.path.insert(0, str(path.parent))
-        sys.modules[modname] = mod
-        spec.loader.exec_module(mod)
-    fn: Callable[..., Any] = getattr(mod, name)
+    fn: Callable[..., Any] = getattr(load_module(Path(file)), name)
     return fn
 
 
