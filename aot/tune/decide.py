@@ -26,6 +26,7 @@ from ..plan import Config, Instance, Plan
 from ..select import HEURISTIC, Chooser, InstanceKey, Pick
 from ..targets import GPU, resolve
 from .db import Record, TuningDB
+from .gpu import device_matches
 
 BENCH, FINAL, VERIFY, BASELINE = "bench", "final", "verify", "baseline"
 BASELINE_CONFIG = "baseline"
@@ -44,14 +45,6 @@ def off_bucket(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
         prev = bounds[bounds.index(bound) - 1] if bounds.index(bound) > 0 else 0
         out[key] = max(prev + 1, (prev + bound) // 2 + 1) if bound > prev + 1 else bound
     return out
-
-
-def device_matches(target: GPU, device: str, arch: str) -> bool:
-    from loader.dispatch import name_match
-
-    if arch != target.arch:
-        return False
-    return not target.device_names or name_match(target.to_target(), device) > 0
 
 
 @dataclass(frozen=True)

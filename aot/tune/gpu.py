@@ -23,6 +23,10 @@ class GpuInfo:
     name: str
     cc: tuple[int, int]
 
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc[0]}{self.cc[1]}"
+
 
 def detect() -> list[GpuInfo]:
     """GPUs visible to the CUDA driver, without importing torch or holding a context."""
@@ -42,14 +46,19 @@ def detect() -> list[GpuInfo]:
     return out
 
 
-def matches(target: GPU, gpu: GpuInfo) -> bool:
-    """A GPU tunes the targets of its kind: its product by name, or an arch-only target of
-    its exact compute capability."""
+def device_matches(target: GPU, device: str, arch: str) -> bool:
+    """A GPU (by driver name and arch) is of a target's kind: the target's product by name,
+    or any GPU of an arch-only target's exact arch."""
     from loader.dispatch import name_match
 
-    if target.cc != gpu.cc:
+    if arch != target.arch:
         return False
-    return not target.device_names or name_match(target.to_target(), gpu.name) > 0
+    return not target.device_names or name_match(target.to_target(), device) > 0
+
+
+def matches(target: GPU, gpu: GpuInfo) -> bool:
+    """Whether this GPU can tune ``target``."""
+    return device_matches(target, gpu.name, gpu.arch)
 
 
 class WorkerDied(Exception):

@@ -205,7 +205,7 @@ class Tuner:
             source=self.plan.sources[inst.kernel.name].cache_key,
             triton=self.triton,
             device=gpu.name,
-            arch=f"sm_{gpu.cc[0]}{gpu.cc[1]}",
+            arch=gpu.arch,
             dtypes=dict(inst.dtypes),
             problem=problem(inst, bucket),
             config=config_id,
