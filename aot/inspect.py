@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loader.errors import BundleError
 from loader.format import BundleFile
-from loader.manifest import Manifest, describe_shard
+from loader.manifest import Manifest, PipelineSpec, describe_shard
 
 from .errors import BadBundle
 from .targets import label
@@ -91,6 +91,8 @@ def inspect(path: Path) -> str:
                     f"smem={v0.shared} regs={v0.regs}  [{specs}]"
                 )
         out.append("")
+    for pipe in m.pipelines:
+        out.extend(_pipeline(pipe))
     failed = m.build.get("failed", [])
     if failed:
         out.append(f"{len(failed)} variants failed to compile or fit:")
@@ -99,6 +101,23 @@ def inspect(path: Path) -> str:
         if len(failed) > 20:
             out.append(f"  ... and {len(failed) - 20} more (see the build report)")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _pipeline(p: PipelineSpec) -> list[str]:
+    def tensors(role: str) -> str:
+        return ", ".join(
+            f"{t.name}[{', '.join(t.shape)}] {t.dtype}" for t in p.tensors if t.role == role
+        )
+
+    lines = [f"pipeline {p.name}({tensors('input')}) -> {tensors('output')}"]
+    for dim, bounds in zip(p.dims, p.buckets, strict=True):
+        lines.append(f"  one CUDA graph per bucket of {dim}: {list(bounds)}")
+    for role, title in (("weight", "weights"), ("scratch", "scratch")):
+        if any(t.role == role for t in p.tensors):
+            lines.append(f"  {title}: {tensors(role)}")
+    for i, step in enumerate(p.steps):
+        lines.append(f"  {i}. {step.kernel}({', '.join(map(str, step.args))})")
+    return [*lines, ""]
 
 
 def _spec(assume: Mapping[str, int]) -> str:

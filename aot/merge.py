@@ -37,7 +37,7 @@ from .pack import failure_order
 InstanceKey = tuple[str, str, tuple[tuple[str, str], ...]]
 # Top-level manifest keys this merge understands; anything else is refused, not dropped.
 _KNOWN_KEYS = frozenset(
-    {"bundle", "provenance", "targets", "kernels", "build", "entries", "payload_size"}
+    {"bundle", "provenance", "targets", "kernels", "pipelines", "build", "entries", "payload_size"}
 )
 # build.* keys with their own merge rule; any other must be equal in every part.
 _BUILD_RULES = frozenset({"failed", "shard"})
@@ -213,6 +213,11 @@ def _check_same(a: _Part, b: _Part) -> None:
     if ka != kb:
         raise _differs(
             a, b, "the kernel table", [k.name for k in ma.kernels], [k.name for k in mb.kernels],
+            "rebuild every part from the same recipe",
+        )  # fmt: skip
+    if [p.to_json() for p in ma.pipelines] != [p.to_json() for p in mb.pipelines]:
+        raise _differs(
+            a, b, "the pipelines", [p.name for p in ma.pipelines], [p.name for p in mb.pipelines],
             "rebuild every part from the same recipe",
         )  # fmt: skip
     for key in sorted((set(ma.build) | set(mb.build)) - _BUILD_RULES):

@@ -85,6 +85,7 @@ def make_manifest(
         targets=tuple(t.to_target() for t in recipe.targets),
         kernels=tuple(kernels),
         build={"failed": _failures(compiled)},
+        pipelines=recipe.pipelines,
     )
     return manifest, payloads
 

@@ -12,12 +12,12 @@ import hashlib
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
 from loader.expr import Expr, ExprError, parse
-from loader.manifest import ELEMENT_TYPES, INT_TYPES
+from loader.manifest import ELEMENT_TYPES, INT_TYPES, PipelineSpec
 
 from .errors import RecipeError
 from .targets import GPU, UnknownTarget, resolve
@@ -30,7 +30,7 @@ CONSTRAINT_BUILTINS = ("SMEM", "NUM_SMS", "REGS_PER_SM", "MAX_THREADS")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-TOP_KEYS = ("format", "bundle", "kernel")
+TOP_KEYS = ("format", "bundle", "kernel", "pipeline")
 BUNDLE_KEYS = ("name", "version", "targets")
 TUNE_KEYS = (
     "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
@@ -53,6 +53,9 @@ KERNEL_KEYS = (
     "specializations",
     "reference",
     "inputs",
+    "shapes",
+    "strides",
+    "writes",
 )
 
 
@@ -94,6 +97,12 @@ class KernelRecipe:
     tune: TuneSettings
     reference: str | None  # "path.py:function", relative to the recipe
     inputs: str | None
+    # What the kernel reads and writes, for checking pipelines (see aot/pipeline.py):
+    # pointer param -> its tensor's shape, and strides, as expressions of integer params
+    # (a stride may also be a literal); and the pointer params the kernel writes.
+    shapes: Mapping[str, tuple[Expr, ...]] = field(default_factory=dict)
+    strides: Mapping[str, tuple[Expr, ...]] = field(default_factory=dict)
+    writes: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
@@ -112,6 +121,7 @@ class Recipe:
     version: str
     targets: tuple[GPU, ...]
     kernels: tuple[KernelRecipe, ...]
+    pipelines: tuple[PipelineSpec, ...] = ()
 
     @property
     def root(self) -> Path:
@@ -163,7 +173,28 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
             v.fail(f"[[kernel]] {kr.name}.name", "duplicate kernel name; names must be unique")
         seen.add(kr.name)
         kernels.append(kr)
-    return Recipe(path.resolve(), sha, name, version, targets, tuple(kernels))
+    pipelines = _pipelines(v, doc.get("pipeline"), {k.name: k for k in kernels})
+    return Recipe(path.resolve(), sha, name, version, targets, tuple(kernels), pipelines)
+
+
+def _pipelines(
+    v: _Validator, raw: Any, kernels: Mapping[str, KernelRecipe]
+) -> tuple[PipelineSpec, ...]:
+    from .pipeline import check_pipeline  # needs the kernels parsed; see aot/pipeline.py
+
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        v.fail("[[pipeline]]", "must be an array of tables: write [[pipeline]]")
+    out: list[PipelineSpec] = []
+    for i, p in enumerate(raw):
+        if not isinstance(p, dict):
+            v.fail(f"[[pipeline]] #{i + 1}", "must be a table")
+        spec = check_pipeline(v, p, i, kernels)
+        if any(q.name == spec.name for q in out):
+            v.fail(f"[[pipeline]] {spec.name}.name", "duplicate pipeline name")
+        out.append(spec)
+    return tuple(out)
 
 
 class _Validator:
@@ -411,6 +442,8 @@ def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> Kern
 
     specializations = _specializations(v, k.get("specializations"), w, signature, buckets)
 
+    shapes, strides, writes = _access(v, k, w, signature)
+
     reference = _optional_ref(v, k, "reference", w, root)
     inputs = _optional_ref(v, k, "inputs", w, root)
     if reference and not inputs:
@@ -438,7 +471,56 @@ def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> Kern
         tune=_tune(v, k, w, root, set(signature) | meta),
         reference=reference,
         inputs=inputs,
+        shapes=shapes,
+        strides=strides,
+        writes=writes,
     )
+
+
+def _access(
+    v: _Validator, k: Mapping[str, Any], w: str, signature: Mapping[str, str]
+) -> tuple[dict[str, tuple[Expr, ...]], dict[str, tuple[Expr, ...]], tuple[str, ...]]:
+    """``shapes``, ``strides`` and ``writes``: how the kernel touches its pointers."""
+    pointers = [p for p, t in signature.items() if t.startswith("*")]
+    ints = {p for p, t in signature.items() if t in INT_TYPES}
+
+    def dims(table: str) -> dict[str, tuple[Expr, ...]]:
+        out: dict[str, tuple[Expr, ...]] = {}
+        for pname, raw in v.table(k, table, w).items():
+            key = f"{w}.{table}.{pname}"
+            if pname not in pointers:
+                close = difflib.get_close_matches(pname, pointers, n=1)
+                hint = f"did you mean {close[0]!r}?" if close else f"choose from {pointers}"
+                v.fail(key, f"not a pointer argument; {hint}")
+            if not isinstance(raw, list) or not raw:
+                v.fail(key, 'must be a non-empty list of expressions, e.g. ["M", "K"]')
+            exprs = []
+            for item in raw:
+                try:
+                    e = parse(str(item))
+                except ExprError as exc:
+                    v.fail(key, str(exc))
+                if e.names - ints:
+                    v.fail(key, f"unknown name(s) {_sorted(e.names - ints)}; use integer "
+                           f"arguments of the signature: {_sorted(ints)}")  # fmt: skip
+                exprs.append(e)
+            out[pname] = tuple(exprs)
+        return out
+
+    shapes, strides = dims("shapes"), dims("strides")
+    for pname, st in strides.items():
+        if pname not in shapes:
+            v.fail(f"{w}.strides.{pname}", f"give {pname}'s shape under {w}.shapes too")
+        if len(st) != len(shapes[pname]):
+            v.fail(f"{w}.strides.{pname}", f"has {len(st)} entries; shapes.{pname} has "
+                   f"{len(shapes[pname])}")  # fmt: skip
+    raw_writes = k.get("writes", [])
+    if not isinstance(raw_writes, list) or not all(isinstance(x, str) for x in raw_writes):
+        v.fail(f"{w}.writes", 'must be a list of pointer arguments, e.g. ["c_ptr"]')
+    for x in raw_writes:
+        if x not in pointers:
+            v.fail(f"{w}.writes", f"{x!r} is not a pointer argument; choose from {pointers}")
+    return shapes, strides, tuple(raw_writes)
 
 
 def _tune(v: _Validator, k: Mapping[str, Any], w: str, root: Path, names: set[str]) -> TuneSettings:

@@ -3,6 +3,8 @@
     import loader
     bundle = loader.open("artifacts/example-0.1.0.aotc")  # or "oci://HOST/REPO:TAG"
     bundle["rmsnorm"](x, w, out, M, N, x.stride(0), out.stride(0), 1e-6)
+    mlp = bundle.pipeline("mlp", w_norm=wn, w_gate_up=wgu, w_down=wd)  # one CUDA graph
+    out = mlp(x)                                                        # per bucket
 
 Dependencies: the standard library, ``zstandard`` and the NVIDIA driver (``libcuda.so.1``).
 """
@@ -18,6 +20,7 @@ from .errors import (
     RegistryError,
 )
 from .format import FORMAT_VERSION
+from .pipeline import Pipeline
 
 __all__ = [
     "FORMAT_VERSION",
@@ -28,6 +31,7 @@ __all__ = [
     "Kernel",
     "LoaderError",
     "NoTargetError",
+    "Pipeline",
     "RegistryAuthError",
     "RegistryError",
     "open",

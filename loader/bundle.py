@@ -21,8 +21,9 @@ from .errors import ArgumentError, BundleError, CudaError, NoTargetError
 from .expr import compile_function, parse
 from .format import BundleFile
 from .manifest import KernelSpec, Manifest, ManifestError, Param, Target, Variant
+from .pipeline import Pipeline
 
-CUDA_ERROR_INVALID_CONTEXT = 201
+CUDA_ERROR_INVALID_CONTEXT = _driver.CUDA_ERROR_INVALID_CONTEXT
 _CTYPES: dict[str, type[Any]] = {
     "i1": ctypes.c_int8,
     "i8": ctypes.c_int8,
@@ -133,6 +134,7 @@ class Bundle:
             )
         self.target: Target = target
         self._kernels: dict[str, Kernel] = {}
+        self._pipelines: list[Pipeline] = []
         self._lock = threading.Lock()
 
     @property
@@ -164,10 +166,31 @@ class Bundle:
         """Load every module this GPU can use now, instead of at first call. Returns count."""
         return sum(self.kernel(n).warmup() for n in self.kernel_names)
 
+    @property
+    def pipeline_names(self) -> list[str]:
+        return [p.name for p in self.manifest.pipelines]
+
+    def pipeline(self, name: str, **weights: Any) -> Pipeline:
+        """The pipeline ``name`` with its weights bound (by keyword, tensors): a callable
+        that replays one CUDA graph per bucket, captured at first use or ``warmup``."""
+        try:
+            spec = self.manifest.pipeline(name)
+        except KeyError:
+            have = ", ".join(self.pipeline_names) or "none"
+            raise KeyError(f"no pipeline {name!r} in {self.file.path}; it has: {have}") from None
+        p = Pipeline(self, spec, weights)
+        with self._lock:
+            self._pipelines.append(p)
+        return p
+
     def read_entry(self, name: str) -> bytes:
         return self.file.read_entry(name)
 
     def close(self) -> None:
+        with self._lock:
+            pipelines, self._pipelines = self._pipelines, []
+        for p in pipelines:
+            p.close()
         self.file.close()
 
     def __enter__(self) -> Bundle:

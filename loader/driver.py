@@ -21,6 +21,9 @@ CUmodule = ctypes.c_void_p
 CUfunction = ctypes.c_void_p
 CUstream = ctypes.c_void_p
 CUdeviceptr = ctypes.c_uint64
+CUgraph = ctypes.c_void_p
+CUgraphExec = ctypes.c_void_p
+CUevent = ctypes.c_void_p
 
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
@@ -29,6 +32,12 @@ CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_FUNC_CACHE_PREFER_SHARED = 1
 CUDA_ERROR_NOT_INITIALIZED = 3
+CUDA_ERROR_INVALID_CONTEXT = 201
+CU_STREAM_NON_BLOCKING = 1
+CU_EVENT_DISABLE_TIMING = 2
+# Thread-local capture: other threads' CUDA calls (a torch allocation, say) may go on
+# while this thread captures, and do not invalidate the capture.
+CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 
 # name -> (argtypes). All return CUresult. The _v2 names are the ABI the headers map to.
 _SIGNATURES: dict[str, tuple[str, list[Any]]] = {
@@ -79,6 +88,27 @@ _SIGNATURES: dict[str, tuple[str, list[Any]]] = {
     "cuMemcpyHtoD": ("cuMemcpyHtoD_v2", [CUdeviceptr, ctypes.c_void_p, ctypes.c_size_t]),
     "cuMemcpyDtoH": ("cuMemcpyDtoH_v2", [ctypes.c_void_p, CUdeviceptr, ctypes.c_size_t]),
     "cuMemsetD8": ("cuMemsetD8_v2", [CUdeviceptr, ctypes.c_ubyte, ctypes.c_size_t]),
+    # Streams, events and graphs: what pipelines capture and replay.
+    "cuStreamCreate": ("cuStreamCreate", [ctypes.POINTER(CUstream), ctypes.c_uint]),
+    "cuStreamDestroy": ("cuStreamDestroy_v2", [CUstream]),
+    "cuStreamBeginCapture": ("cuStreamBeginCapture_v2", [CUstream, ctypes.c_int]),
+    "cuStreamEndCapture": ("cuStreamEndCapture", [CUstream, ctypes.POINTER(CUgraph)]),
+    "cuStreamWaitEvent": ("cuStreamWaitEvent", [CUstream, CUevent, ctypes.c_uint]),
+    "cuEventCreate": ("cuEventCreate", [ctypes.POINTER(CUevent), ctypes.c_uint]),
+    "cuEventDestroy": ("cuEventDestroy_v2", [CUevent]),
+    "cuEventRecord": ("cuEventRecord", [CUevent, CUstream]),
+    "cuGraphInstantiateWithFlags": (
+        "cuGraphInstantiateWithFlags",
+        [ctypes.POINTER(CUgraphExec), CUgraph, ctypes.c_ulonglong],
+    ),
+    "cuGraphUpload": ("cuGraphUpload", [CUgraphExec, CUstream]),
+    "cuGraphLaunch": ("cuGraphLaunch", [CUgraphExec, CUstream]),
+    "cuGraphDestroy": ("cuGraphDestroy", [CUgraph]),
+    "cuGraphExecDestroy": ("cuGraphExecDestroy", [CUgraphExec]),
+    "cuMemcpyDtoDAsync": (
+        "cuMemcpyDtoDAsync_v2",
+        [CUdeviceptr, CUdeviceptr, ctypes.c_size_t, CUstream],
+    ),
 }
 
 
@@ -98,8 +128,12 @@ class Driver:
                 fn.argtypes = argtypes
                 fn.restype = CUresult
             self._fn[name] = fn
-        # Raw launch entry, used on the hot path without the check() wrapper's overhead.
+        # Raw entries, used on hot paths without the check() wrapper's overhead.
         self.launch_raw = self._fn["cuLaunchKernel"]
+        self.graph_launch_raw = self._fn["cuGraphLaunch"]
+        self.copy_raw = self._fn["cuMemcpyDtoDAsync"]
+        self.record_raw = self._fn["cuEventRecord"]
+        self.wait_raw = self._fn["cuStreamWaitEvent"]
 
     def error_name(self, code: int) -> str:
         if self._get_error_name is None:
@@ -204,6 +238,46 @@ class Driver:
 
     def memset_d8(self, dst: int, value: int, nbytes: int) -> None:
         self.call("cuMemsetD8", CUdeviceptr(dst), value, nbytes)
+
+    def stream_create(self) -> int:
+        out = CUstream()
+        self.call("cuStreamCreate", ctypes.byref(out), CU_STREAM_NON_BLOCKING)
+        return out.value or 0
+
+    def stream_destroy(self, stream: int) -> None:
+        self.call("cuStreamDestroy", ctypes.c_void_p(stream))
+
+    def event_create(self) -> int:
+        out = CUevent()
+        self.call("cuEventCreate", ctypes.byref(out), CU_EVENT_DISABLE_TIMING)
+        return out.value or 0
+
+    def event_destroy(self, event: int) -> None:
+        self.call("cuEventDestroy", ctypes.c_void_p(event))
+
+    def begin_capture(self, stream: int) -> None:
+        self.call("cuStreamBeginCapture", ctypes.c_void_p(stream),
+                  CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)  # fmt: skip
+
+    def end_capture(self, stream: int) -> int:
+        """The captured graph; the stream is back to normal even when this raises."""
+        graph = CUgraph()
+        self.call("cuStreamEndCapture", ctypes.c_void_p(stream), ctypes.byref(graph))
+        return graph.value or 0
+
+    def instantiate(self, graph: int) -> int:
+        out = CUgraphExec()
+        self.call("cuGraphInstantiateWithFlags", ctypes.byref(out), ctypes.c_void_p(graph), 0)
+        return out.value or 0
+
+    def graph_upload(self, exec_: int, stream: int) -> None:
+        self.call("cuGraphUpload", ctypes.c_void_p(exec_), ctypes.c_void_p(stream))
+
+    def graph_destroy(self, graph: int) -> None:
+        self.call("cuGraphDestroy", ctypes.c_void_p(graph))
+
+    def graph_exec_destroy(self, exec_: int) -> None:
+        self.call("cuGraphExecDestroy", ctypes.c_void_p(exec_))
 
 
 _driver: Driver | None = None

@@ -307,6 +307,107 @@ class KernelSpec:
         )
 
 
+ROLES = ("input", "output", "weight", "scratch")
+
+
+@dataclass(frozen=True)
+class PipelineTensor:
+    """A tensor of a pipeline. ``shape`` holds integer expressions over the pipeline's
+    dimensions (``"M"``, ``"4096"``); row-major and contiguous. ``role``: one of ROLES."""
+
+    name: str
+    dtype: str
+    shape: tuple[str, ...]
+    role: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape),
+                "role": self.role}  # fmt: skip
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> PipelineTensor:
+        name = _get(obj, "name", str, where)
+        role = _get(obj, "role", str, where)
+        dtype = _get(obj, "dtype", str, where)
+        shape = _get(obj, "shape", list, where)
+        if role not in ROLES or dtype not in ELEMENT_TYPES:
+            raise ManifestError(f"manifest: {where} ({name}): unknown role or dtype")
+        if not all(isinstance(s, str) for s in shape):
+            raise ManifestError(f"manifest: {where}.shape must list expressions")
+        return PipelineTensor(name, dtype, tuple(shape), role)
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """One kernel call. ``args`` follow the kernel's params: a tensor name for a pointer,
+    an integer expression over the pipeline's dimensions for an integer, a number for a
+    float."""
+
+    kernel: str
+    args: tuple[str | float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "args": list(self.args)}
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> PipelineStep:
+        args = _get(obj, "args", list, where)
+        if not all(isinstance(a, str | int | float) and not isinstance(a, bool) for a in args):
+            raise ManifestError(f"manifest: {where}.args must be names, expressions or numbers")
+        return PipelineStep(_get(obj, "kernel", str, where), tuple(args))
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A named sequence of kernel calls over named tensors, captured by the loader as one
+    CUDA graph per bucket of ``dims`` (see loader/pipeline.py)."""
+
+    name: str
+    dims: tuple[str, ...]
+    buckets: tuple[tuple[int, ...], ...]  # per dim, ascending upper bounds
+    tensors: tuple[PipelineTensor, ...]
+    steps: tuple[PipelineStep, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "dims": list(self.dims),
+            "buckets": [list(b) for b in self.buckets],
+            "tensors": [t.to_json() for t in self.tensors],
+            "steps": [s.to_json() for s in self.steps],
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> PipelineSpec:
+        name = _get(obj, "name", str, where)
+        where = f"pipeline {name!r}"
+        dims = tuple(_get(obj, "dims", list, where))
+        buckets = tuple(tuple(b) for b in _get(obj, "buckets", list, where))
+        if len(dims) != len(buckets) or not all(
+            b and all(isinstance(x, int) for x in b) for b in buckets
+        ):
+            raise ManifestError(f"manifest: {where}: one list of bucket bounds per dimension")
+        return PipelineSpec(
+            name=name,
+            dims=dims,
+            buckets=buckets,
+            tensors=tuple(
+                PipelineTensor.from_json(t, f"{where}.tensors[{i}]")
+                for i, t in enumerate(_get(obj, "tensors", list, where))
+            ),
+            steps=tuple(
+                PipelineStep.from_json(s, f"{where}.steps[{i}]")
+                for i, s in enumerate(_get(obj, "steps", list, where))
+            ),
+        )
+
+    def tensor(self, name: str) -> PipelineTensor:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+
 @dataclass(frozen=True)
 class Manifest:
     name: str
@@ -315,15 +416,19 @@ class Manifest:
     targets: tuple[Target, ...]
     kernels: tuple[KernelSpec, ...]
     build: Mapping[str, Any] = field(default_factory=dict)
+    pipelines: tuple[PipelineSpec, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "bundle": {"name": self.name, "version": self.version},
             "provenance": dict(self.provenance),
             "targets": [t.to_json() for t in self.targets],
             "kernels": [k.to_json() for k in self.kernels],
             "build": dict(self.build),
         }
+        if self.pipelines:  # absent rather than empty: bundles without any stay as they were
+            out["pipelines"] = [p.to_json() for p in self.pipelines]
+        return out
 
     @staticmethod
     def from_json(obj: Any) -> Manifest:
@@ -335,6 +440,9 @@ class Manifest:
             targets=_parse_list(obj, "targets", Target.from_json),
             kernels=_parse_list(obj, "kernels", KernelSpec.from_json),
             build=obj.get("build", {}),
+            pipelines=_parse_list(obj, "pipelines", PipelineSpec.from_json)
+            if "pipelines" in obj
+            else (),
         )
 
     @property
@@ -355,6 +463,12 @@ class Manifest:
         for k in self.kernels:
             if k.name == name:
                 return k
+        raise KeyError(name)
+
+    def pipeline(self, name: str) -> PipelineSpec:
+        for p in self.pipelines:
+            if p.name == name:
+                return p
         raise KeyError(name)
 
 

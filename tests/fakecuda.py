@@ -1,15 +1,25 @@
 """A stand-in for libcuda, for testing the loader's logic on a machine without a GPU.
 
 It implements the driver calls the loader makes, hands out fake handles, remembers which
-modules were loaded and records every launch with its decoded parameters. The real
-driver path is exercised by the GPU tests.
+modules were loaded and records every launch with its decoded parameters. Device memory
+is host memory (so copies really copy), stream capture records launches into graphs, and
+a launch runs the Python emulator registered for its kernel's name, if any: enough to
+check that a pipeline computes what its steps compute. The real driver path is exercised
+by the GPU tests.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def _v(x: Any) -> int:
+    """A handle or address, whether passed raw or wrapped in a ctypes object."""
+    value = x.value if hasattr(x, "value") else x
+    return int(value or 0)
 
 
 @dataclass
@@ -20,6 +30,7 @@ class Launch:
     shared: int
     stream: int
     params: list[int]  # each slot read as a 64-bit word (scalars sit in the low bytes)
+    replayed: bool = False  # run by cuGraphLaunch rather than directly
 
 
 @dataclass
@@ -33,6 +44,16 @@ class FakeLib:
     functions: dict[int, str] = field(default_factory=dict)
     context: int = 0
     fail_launch: int = 0
+    # kernel function name -> emulator(params words): runs on launch, on host memory
+    emulators: dict[str, Callable[[list[int]], None]] = field(default_factory=dict)
+    memory: dict[int, Any] = field(default_factory=dict)  # address -> its host buffer
+    ops: list[tuple[Any, ...]] = field(default_factory=list)  # stream-ordered calls, in order
+    capturing: dict[int, list[Launch]] = field(default_factory=dict)  # stream -> launches
+    graphs: dict[int, list[Launch]] = field(default_factory=dict)
+    execs: dict[int, list[Launch]] = field(default_factory=dict)
+    events: set[int] = field(default_factory=set)
+    streams: set[int] = field(default_factory=set)
+    _next: int = 0x9000
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(name)
@@ -130,14 +151,108 @@ class FakeLib:
         if self.fail_launch:
             return self.fail_launch
         words = [ctypes.c_uint64.from_address(params[i]).value for i in range(len(params))]
-        self.launches.append(Launch(fn, (gx, gy, gz), bx, shared, stream or 0, words))
+        launch = Launch(_v(fn), (gx, gy, gz), bx, shared, _v(stream), words)
+        if launch.stream in self.capturing:
+            self.capturing[launch.stream].append(launch)
+        else:
+            self._run(launch)
         return 0
+
+    def _run(self, launch: Launch) -> None:
+        self.launches.append(launch)
+        self.ops.append(("launch", self.functions.get(launch.function), launch.stream))
+        emulate = self.emulators.get(self.functions.get(launch.function, ""))
+        if emulate is not None:
+            emulate(launch.params)
+
+    def _handle(self) -> int:
+        self._next += 0x10
+        return self._next
 
     def cuStreamSynchronize(self, stream: Any) -> int:
         return 0
 
+    def cuMemAlloc_v2(self, out: Any, size: int) -> int:
+        buf = ctypes.create_string_buffer(_v(size))
+        self.memory[ctypes.addressof(buf)] = buf
+        self._out(out, ctypes.addressof(buf))
+        return 0
+
+    def cuMemFree_v2(self, ptr: Any) -> int:
+        return 0 if self.memory.pop(_v(ptr), None) is not None else 1
+
+    def cuMemsetD8_v2(self, dst: Any, value: int, n: int) -> int:
+        ctypes.memset(_v(dst), _v(value), _v(n))
+        return 0
+
+    def cuMemcpyDtoDAsync_v2(self, dst: Any, src: Any, n: Any, stream: Any) -> int:
+        ctypes.memmove(_v(dst), _v(src), _v(n))
+        self.ops.append(("copy", _v(dst), _v(src), _v(n), _v(stream)))
+        return 0
+
+    def cuStreamCreate(self, out: Any, flags: int) -> int:
+        h = self._handle()
+        self.streams.add(h)
+        self._out(out, h)
+        return 0
+
+    def cuStreamDestroy_v2(self, stream: Any) -> int:
+        self.streams.discard(_v(stream))
+        return 0
+
+    def cuStreamBeginCapture_v2(self, stream: Any, mode: int) -> int:
+        self.capturing[_v(stream)] = []
+        return 0
+
+    def cuStreamEndCapture(self, stream: Any, out: Any) -> int:
+        h = self._handle()
+        self.graphs[h] = self.capturing.pop(_v(stream))
+        self._out(out, h)
+        return 0
+
+    def cuGraphInstantiateWithFlags(self, out: Any, graph: Any, flags: int) -> int:
+        h = self._handle()
+        self.execs[h] = list(self.graphs[_v(graph)])
+        self._out(out, h)
+        return 0
+
+    def cuGraphDestroy(self, graph: Any) -> int:
+        del self.graphs[_v(graph)]
+        return 0
+
+    def cuGraphExecDestroy(self, exec_: Any) -> int:
+        del self.execs[_v(exec_)]
+        return 0
+
+    def cuGraphUpload(self, exec_: Any, stream: Any) -> int:
+        return 0
+
+    def cuGraphLaunch(self, exec_: Any, stream: Any) -> int:
+        self.ops.append(("graph", _v(exec_), _v(stream)))
+        for launch in self.execs[_v(exec_)]:
+            self._run(Launch(**{**launch.__dict__, "stream": _v(stream), "replayed": True}))
+        return 0
+
+    def cuEventCreate(self, out: Any, flags: int) -> int:
+        h = self._handle()
+        self.events.add(h)
+        self._out(out, h)
+        return 0
+
+    def cuEventDestroy_v2(self, event: Any) -> int:
+        self.events.discard(_v(event))
+        return 0
+
+    def cuEventRecord(self, event: Any, stream: Any) -> int:
+        self.ops.append(("record", _v(event), _v(stream)))
+        return 0
+
+    def cuStreamWaitEvent(self, stream: Any, event: Any, flags: int) -> int:
+        self.ops.append(("wait", _v(stream), _v(event)))
+        return 0
+
     # The remaining calls exist so that Driver() can bind them; the loader does not use them.
-    def cuMemAlloc_v2(self, *a: Any) -> int:
+    def cuMemcpyHtoD_v2(self, *a: Any) -> int:
         return 1
 
-    cuMemFree_v2 = cuMemcpyHtoD_v2 = cuMemcpyDtoH_v2 = cuMemsetD8_v2 = cuMemAlloc_v2
+    cuMemcpyDtoH_v2 = cuMemcpyHtoD_v2

@@ -49,6 +49,42 @@ def instance(target: str, dtype: str) -> mf.Instance:
     return mf.Instance(target, {"T": dtype}, variants, tuple(choices))
 
 
+def pipelines() -> tuple[mf.PipelineSpec, ...]:
+    """``twice``: out = (x * 2) * 3 through a scratch tensor, over buckets of M.
+    ``biased``: a weight read in place (tmp = w * 2) next to out = x * 5."""
+
+    def t(name: str, shape: tuple[str, ...], role: str) -> mf.PipelineTensor:
+        return mf.PipelineTensor(name, "fp16", shape, role)
+
+    def scale(x: str, out: str, m: str, factor: float) -> mf.PipelineStep:
+        return mf.PipelineStep("scale", (x, out, m, "64", "64", factor))
+
+    twice = mf.PipelineSpec(
+        name="twice",
+        dims=("M",),
+        buckets=(BUCKETS,),
+        tensors=(
+            t("x", ("M", "64"), "input"),
+            t("tmp", ("M", "64"), "scratch"),
+            t("out", ("M", "64"), "output"),
+        ),
+        steps=(scale("x", "tmp", "M", 2.0), scale("tmp", "out", "M", 3.0)),
+    )
+    biased = mf.PipelineSpec(
+        name="biased",
+        dims=("M",),
+        buckets=(BUCKETS,),
+        tensors=(
+            t("x", ("M", "64"), "input"),
+            t("w", ("16", "64"), "weight"),
+            t("wt", ("16", "64"), "output"),
+            t("out", ("M", "64"), "output"),
+        ),
+        steps=(scale("w", "wt", "16", 2.0), scale("x", "out", "M", 5.0)),
+    )
+    return (twice, biased)
+
+
 def manifest(targets: tuple[str, ...] = ("sm_90", "sm_80")) -> mf.Manifest:
     from aot.targets import resolve
 
@@ -68,6 +104,7 @@ def manifest(targets: tuple[str, ...] = ("sm_90", "sm_80")) -> mf.Manifest:
         provenance={"triton": "none", "aotc": "test"},
         targets=tuple(g.to_target() for g in gpus),
         kernels=(kernel,),
+        pipelines=pipelines(),
     )
 
 

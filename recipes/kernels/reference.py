@@ -60,3 +60,34 @@ def rmsnorm_reference(x, w, out, M, N, stride_x, stride_out, eps):
 
 def rmsnorm_baseline(x, w, out, M, N, stride_x, stride_out, eps):
     out.copy_(torch.nn.functional.rms_norm(x, (N,), w, eps))
+
+
+def silu_mul_inputs(sizes, dtypes, device="cuda"):
+    M, N = sizes["M"], sizes["N"]
+    dt = _DTYPES[dtypes["T"]]
+    gu = torch.randn(M, 2 * N, device=device, dtype=dt)
+    out = torch.empty(M, N, device=device, dtype=dt)
+    return [gu, out, M, N, gu.stride(0), out.stride(0)]
+
+
+def silu_mul_reference(gu, out, M, N, stride_gu, stride_out):
+    g, u = gu[:, :N].double(), gu[:, N:].double()
+    return {"out_ptr": torch.nn.functional.silu(g) * u}
+
+
+def silu_mul_baseline(gu, out, M, N, stride_gu, stride_out):
+    torch.mul(torch.nn.functional.silu(gu[:, :N]), gu[:, N:], out=out)
+
+
+def matmul_residual_inputs(sizes, dtypes, device="cuda"):
+    a, b, c, M, N, K, sam, sak, sbk, sbn, scm, scn = matmul_inputs(sizes, dtypes, device)
+    r = torch.randn_like(c)
+    return [a, b, r, c, M, N, K, sam, sak, sbk, sbn, scm, scn]
+
+
+def matmul_residual_reference(a, b, r, c, *sizes_and_strides):
+    return {"c_ptr": a.double() @ b.double() + r.double()}
+
+
+def matmul_residual_baseline(a, b, r, c, *rest):
+    torch.addmm(r, a, b, out=c)

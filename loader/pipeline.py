@@ -1,0 +1,477 @@
+"""Pipelines: a bundle's kernel sequence captured once per bucket as a CUDA graph, replayed.
+
+CUDA graphs cannot be saved to disk, so a bundle ships the plan (loader/manifest.py:
+PipelineSpec) and this module captures it, through the driver API, the first time a call
+needs a bucket (or at ``warmup``). Each bucket owns static device buffers for the
+pipeline's inputs, outputs and scratch, allocated once; weights are bound by address when
+the pipeline is made, so the graph reads them in place. A call copies its inputs into the
+bucket's buffers (a size between buckets is padded up: rows past the call's size hold
+earlier data and are never returned), replays the graph and copies the call's rows of
+each output out, all on the caller's stream.
+
+Threads: a bucket's buffers are shared, so each bucket serializes its uses on the GPU: a
+call records an event after its last copy, and a call on another stream waits for it
+first. The host work of one call (a few driver calls) runs under the bucket's lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import sys
+import threading
+from bisect import bisect_left
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import args as _args
+from .driver import CUDA_ERROR_INVALID_CONTEXT
+from .errors import ArgumentError, BundleError, CudaError
+from .expr import ExprError, compile_function, parse
+from .manifest import PipelineSpec, PipelineTensor
+
+if TYPE_CHECKING:
+    from .bundle import Bundle, Launcher
+
+ITEMSIZE = {
+    "i1": 1, "i8": 1, "u8": 1, "fp8e4nv": 1, "fp8e5": 1,
+    "i16": 2, "u16": 2, "fp16": 2, "bf16": 2,
+    "i32": 4, "u32": 4, "fp32": 4,
+    "i64": 8, "u64": 8, "fp64": 8,
+}  # fmt: skip
+# torch's names for our element types, to allocate outputs when the caller gives none.
+_TORCH_NAMES = {
+    "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
+    "i1": "bool", "fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2",
+}  # fmt: skip
+_ALIGN = 256  # what cuMemAlloc guarantees; every buffer in an arena starts on it
+
+
+class _Port:
+    """An input or output: where a call's tensor goes, and how to check it."""
+
+    def __init__(self, t: PipelineTensor, dims: Sequence[str]):
+        self.name = t.name
+        self.dtype = t.dtype
+        lead = t.shape[0]
+        # Which dimension the first axis is (-1: a fixed size), and the fixed rest.
+        self.dim = dims.index(lead) if lead in dims else -1
+        self.fixed_lead = -1 if self.dim >= 0 else int(lead)
+        self.rest = tuple(int(s) for s in t.shape[1:])
+        row = ITEMSIZE[t.dtype]
+        for s in self.rest:
+            row *= s
+        self.row_bytes = row
+
+    def describe(self, dims: Sequence[str]) -> str:
+        lead = dims[self.dim] if self.dim >= 0 else str(self.fixed_lead)
+        return f"[{', '.join([lead, *map(str, self.rest)])}] {self.dtype}"
+
+
+class _Graph:
+    """One bucket: its buffers, the instantiated graph and the event that orders uses."""
+
+    def __init__(self, arena: int, size: int, addrs: dict[str, int], exec_: int, event: int):
+        self.arena, self.size, self.addrs = arena, size, addrs
+        self.exec = exec_
+        self.event = event
+        self.last_stream: int | None = None
+        self.lock = threading.Lock()
+
+
+class Pipeline:
+    """``pipeline(*inputs, *outputs, stream=None)``: run the pipeline on the caller's tensors.
+
+    Inputs (and outputs, if given) go in the order the recipe declares them, or by name.
+    Outputs not given are allocated like the first input (torch tensors). Returns the
+    outputs: one tensor, or a tuple when the pipeline has several.
+    """
+
+    def __init__(self, bundle: Bundle, spec: PipelineSpec, weights: Mapping[str, Any]):
+        self.bundle = bundle
+        self.spec = spec
+        self.name = spec.name
+        self.dims = spec.dims
+        self.buckets: dict[str, tuple[int, ...]] = dict(zip(spec.dims, spec.buckets, strict=True))
+        self.inputs = tuple(t.name for t in spec.tensors if t.role == "input")
+        self.outputs = tuple(t.name for t in spec.tensors if t.role == "output")
+        self._ports_in = [_Port(spec.tensor(n), spec.dims) for n in self.inputs]
+        self._ports_out = [_Port(spec.tensor(n), spec.dims) for n in self.outputs]
+        # For each dimension, the first input whose leading axis it is (the recipe's
+        # checker guarantees one exists).
+        self._dim_source = tuple(
+            next(i for i, p in enumerate(self._ports_in) if p.dim == d)
+            for d in range(len(self.dims))
+        )
+        self._weights, self._keep = self._bind_weights(weights)
+        self._steps = [self._prepare_step(i) for i in range(len(spec.steps))]
+        self._graphs: dict[tuple[int, ...], _Graph] = {}
+        self._lock = threading.Lock()
+        self._capture_stream = 0
+        self._stream = _args.CurrentStream()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        ins = ", ".join(p.name + p.describe(self.dims) for p in self._ports_in)
+        outs = ", ".join(p.name + p.describe(self.dims) for p in self._ports_out)
+        return f"<aotc pipeline {self.name}({ins}) -> ({outs}), buckets {self.buckets}>"
+
+    # -- building -----------------------------------------------------------------------
+
+    def _bind_weights(self, weights: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, Any]]:
+        names = [t.name for t in self.spec.tensors if t.role == "weight"]
+        unknown = [w for w in weights if w not in names]
+        if unknown:
+            raise ArgumentError(
+                f"pipeline {self.name!r} has no weight {unknown[0]!r}; its weights are: "
+                f"{', '.join(names) or 'none'}"
+            )
+        missing = [w for w in names if w not in weights]
+        if missing:
+            raise ArgumentError(
+                f"pipeline {self.name!r} needs its weights bound: pass "
+                + ", ".join(f"{w}=<tensor {self._shape_text(w)}>" for w in missing)
+            )
+        addrs = {}
+        for name in names:
+            t = self.spec.tensor(name)
+            shape = tuple(int(s) for s in t.shape)
+            addr, _ = _checked(weights[name], name, t.dtype, self.name)
+            have = _shape(weights[name])
+            if have is not None and have != shape:
+                raise ArgumentError(
+                    f"pipeline {self.name!r}: weight {name!r} has shape {list(have)}; "
+                    f"expected {list(shape)}"
+                )
+            addrs[name] = addr
+        # The graph reads the weights in place: keep them alive as long as the pipeline.
+        return addrs, dict(weights)
+
+    def _shape_text(self, name: str) -> str:
+        t = self.spec.tensor(name)
+        return f"[{', '.join(t.shape)}] {t.dtype}"
+
+    def _prepare_step(self, index: int) -> tuple[Any, list[Any]]:
+        """The step's kernel and, per argument, how to produce its value for a bucket."""
+        step = self.spec.steps[index]
+        where = f"pipeline {self.name!r} step {index} ({step.kernel})"
+        try:
+            kernel = self.bundle.kernel(step.kernel)
+        except KeyError:
+            raise BundleError(f"{where}: the bundle has no kernel {step.kernel!r}") from None
+        if len(step.args) != len(kernel.params):
+            raise BundleError(f"{where}: {len(step.args)} arguments for {len(kernel.params)}")
+        makers: list[Any] = []
+        for p, a in zip(kernel.params, step.args, strict=True):
+            if p.is_pointer:
+                if not isinstance(a, str) or a not in {t.name for t in self.spec.tensors}:
+                    raise BundleError(f"{where}: {p.name} names no tensor ({a!r})")
+                makers.append(("tensor", a))
+            elif isinstance(a, str):
+                try:
+                    fn = compile_function([parse(a)], list(self.dims))
+                except ExprError as exc:
+                    raise BundleError(f"{where}: {p.name}: {exc}") from None
+                makers.append(("int", fn))
+            else:
+                makers.append(("number", a))
+        return kernel, makers
+
+    # -- capture ------------------------------------------------------------------------
+
+    def warmup(self, **dims: Sequence[int] | int) -> int:
+        """Capture buckets now instead of at first use: every bucket, or those holding the
+        given sizes (``warmup(M=[1, 16])``). Returns how many graphs are ready."""
+        unknown = [d for d in dims if d not in self.buckets]
+        if unknown:
+            raise ArgumentError(f"pipeline {self.name!r} has no dimension {unknown[0]!r}; "
+                                f"its dimensions: {', '.join(self.dims)}")  # fmt: skip
+        choices: list[Sequence[int]] = []
+        for d in self.dims:
+            bounds = self.buckets[d]
+            sizes = dims.get(d)
+            if sizes is None:
+                choices.append(range(len(bounds)))
+            else:
+                values = [sizes] if isinstance(sizes, int) else list(sizes)
+                choices.append(sorted({self._bucket_of(d, bounds, v) for v in values}))
+        for key in itertools.product(*choices):
+            self._graph(key)
+        return len(self._graphs)
+
+    def _bucket_of(self, dim: str, bounds: tuple[int, ...], value: int) -> int:
+        i = bisect_left(bounds, value)
+        if i == len(bounds) or value < 1:
+            raise ArgumentError(
+                f"pipeline {self.name!r}: {dim}={value} is outside its buckets 1..{bounds[-1]}; "
+                "split the call or add a larger bucket to the recipe"
+            )
+        return i
+
+    def _graph(self, key: tuple[int, ...]) -> _Graph:
+        g = self._graphs.get(key)
+        if g is None:
+            with self._lock:
+                g = self._graphs.get(key)
+                if g is None:
+                    if self._closed:
+                        raise ArgumentError(f"pipeline {self.name!r} is closed")
+                    g = self._graphs[key] = self._capture(key)
+        return g
+
+    def _capture(self, key: tuple[int, ...]) -> _Graph:
+        env = tuple(self.buckets[d][i] for d, i in zip(self.dims, key, strict=True))
+        dev = self.bundle.device
+        drv = dev.drv
+        # The bucket's own buffers, one allocation, each buffer aligned.
+        offsets: dict[str, int] = {}
+        total = 0
+        named_env = dict(zip(self.dims, env, strict=True))
+        for t in self.spec.tensors:
+            if t.role == "weight":
+                continue
+            n = ITEMSIZE[t.dtype]
+            for s in t.shape:
+                n *= parse(s).evaluate(named_env)
+            offsets[t.name] = total
+            total += -(-max(n, 1) // _ALIGN) * _ALIGN
+        dev.make_current()
+        arena = drv.mem_alloc(total)
+        try:
+            drv.memset_d8(arena, 0, total)
+            addrs = {name: arena + off for name, off in offsets.items()}
+            addrs.update(self._weights)
+            calls = self._resolve(addrs, env)
+            if not self._capture_stream:
+                self._capture_stream = drv.stream_create()
+            exec_ = self._record(calls)
+            event = drv.event_create()
+        except BaseException:
+            drv.mem_free(arena)
+            raise
+        return _Graph(arena, total, addrs, exec_, event)
+
+    def _resolve(
+        self, addrs: Mapping[str, int], env: tuple[int, ...]
+    ) -> list[tuple[Launcher, list[Any]]]:
+        """Each step's launcher and argument values at this bucket, its module loaded."""
+        calls = []
+        for kernel, makers in self._steps:
+            values: list[Any] = []
+            seen: dict[int, str] = {}
+            for i, (kind, what) in enumerate(makers):
+                if kind == "tensor":
+                    values.append(addrs[what])
+                    seen[i] = self.spec.tensor(what).dtype
+                elif kind == "int":
+                    values.append(what(*env)[0])
+                else:
+                    values.append(what)
+            inst = kernel._instance(seen, None)
+            launcher = kernel.select(values, inst)[1]
+            launcher.load()  # module loads are not stream work: do them outside the capture
+            calls.append((launcher, values))
+        return calls
+
+    def _record(self, calls: list[tuple[Launcher, list[Any]]]) -> int:
+        drv = self.bundle.device.drv
+        stream = self._capture_stream
+        drv.begin_capture(stream)
+        try:
+            for launcher, values in calls:
+                launcher.launch(values, stream)
+        except BaseException:
+            with contextlib.suppress(CudaError):  # the launch error is the one to report
+                drv.graph_destroy(drv.end_capture(stream))
+            raise
+        graph = drv.end_capture(stream)
+        try:
+            exec_ = drv.instantiate(graph)
+        finally:
+            drv.graph_destroy(graph)
+        drv.graph_upload(exec_, stream)
+        drv.synchronize(stream)
+        return exec_
+
+    # -- calls --------------------------------------------------------------------------
+
+    def __call__(self, *tensors: Any, stream: Any = None, **named: Any) -> Any:
+        given = self._gather(tensors, named)
+        ports_in = self._ports_in
+        sizes = [0] * len(self.dims)
+        srcs: list[tuple[int, int]] = []  # (address, leading size) per input
+        for i, port in enumerate(ports_in):
+            obj = given[i]
+            addr, lead = self._accept(obj, port)
+            if port.dim >= 0:
+                if self._dim_source[port.dim] == i:
+                    sizes[port.dim] = lead
+                elif lead != sizes[port.dim]:
+                    raise ArgumentError(
+                        f"pipeline {self.name!r}: input {port.name!r} has {lead} rows, but "
+                        f"{self.dims[port.dim]}={sizes[port.dim]} from "
+                        f"{ports_in[self._dim_source[port.dim]].name!r}"
+                    )
+            srcs.append((addr, lead))
+        if 0 in sizes:  # an empty batch: nothing to run
+            outs = self._outputs(given, sizes)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        key = tuple(
+            self._bucket_of(d, self.buckets[d], s) for d, s in zip(self.dims, sizes, strict=True)
+        )
+        outs = self._outputs(given, sizes)
+        dsts = []
+        for port, out in zip(self._ports_out, outs, strict=True):
+            addr, lead = self._accept(out, port)
+            want = sizes[port.dim] if port.dim >= 0 else port.fixed_lead
+            if lead != want:
+                raise ArgumentError(f"pipeline {self.name!r}: output {port.name!r} has {lead} "
+                                    f"rows; expected {want}")  # fmt: skip
+            dsts.append((addr, lead))
+        handle = self._stream() if stream is None else _args.stream_handle(stream)
+        self._run(self._graphs.get(key) or self._graph(key), srcs, dsts, handle)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _gather(self, tensors: tuple[Any, ...], named: Mapping[str, Any]) -> list[Any]:
+        order = self.inputs + self.outputs
+        if len(tensors) > len(order):
+            raise ArgumentError(f"pipeline {self.name!r} takes {', '.join(order)}; got "
+                                f"{len(tensors)} tensors")  # fmt: skip
+        given: list[Any] = list(tensors) + [None] * (len(order) - len(tensors))
+        for name, value in named.items():
+            if name not in order:
+                raise ArgumentError(f"pipeline {self.name!r} has no input or output {name!r}; "
+                                    f"it takes {', '.join(order)}")  # fmt: skip
+            i = order.index(name)
+            if given[i] is not None:
+                raise ArgumentError(f"pipeline {self.name!r}: {name!r} given twice")
+            given[i] = value
+        missing = [n for n, v in zip(self.inputs, given, strict=False) if v is None]
+        if missing:
+            raise ArgumentError(f"pipeline {self.name!r}: missing input {missing[0]!r} "
+                                f"({self._shape_text(missing[0])})")  # fmt: skip
+        return given
+
+    def _accept(self, obj: Any, port: _Port) -> tuple[int, int]:
+        """The tensor's address and leading size, after checking dtype, shape, layout."""
+        addr, _ = _checked(obj, port.name, port.dtype, self.name)
+        shape = _shape(obj)
+        if (
+            shape is None
+            or shape[1:] != port.rest
+            or (port.dim < 0 and shape[0] != port.fixed_lead)
+        ):
+            raise ArgumentError(
+                f"pipeline {self.name!r}: {port.name!r} has shape "
+                f"{'unknown' if shape is None else list(shape)}; expected "
+                f"{port.describe(self.dims)}"
+            )
+        return addr, shape[0]
+
+    def _outputs(self, given: list[Any], sizes: list[int]) -> list[Any]:
+        outs = given[len(self.inputs) :]
+        if all(o is not None for o in outs):
+            return outs
+        like = given[0]
+        torch = sys.modules.get("torch")
+        if torch is None or not hasattr(like, "new_empty"):
+            raise ArgumentError(
+                f"pipeline {self.name!r}: pass the outputs ({', '.join(self.outputs)}); "
+                "they are allocated for you only when the inputs are torch tensors"
+            )
+        for i, port in enumerate(self._ports_out):
+            if outs[i] is None:
+                lead = sizes[port.dim] if port.dim >= 0 else port.fixed_lead
+                dtype = getattr(torch, _TORCH_NAMES[port.dtype])
+                outs[i] = like.new_empty((lead, *port.rest), dtype=dtype)
+        return outs
+
+    def _run(
+        self, g: _Graph, srcs: list[tuple[int, int]], dsts: list[tuple[int, int]], stream: int
+    ) -> None:
+        drv = self.bundle.device.drv
+        copy, addrs = drv.copy_raw, g.addrs
+        with g.lock:
+            if g.last_stream != stream:
+                # The buffers' previous user may be another stream: wait for its last copy.
+                code = drv.wait_raw(stream, g.event, 0)
+                if code == CUDA_ERROR_INVALID_CONTEXT:
+                    self.bundle.device.make_current()  # a thread new to CUDA
+                    code = drv.wait_raw(stream, g.event, 0)
+                _check(drv, code, "cuStreamWaitEvent", self.name)
+            for port, (src, lead) in zip(self._ports_in, srcs, strict=True):
+                code = copy(addrs[port.name], src, lead * port.row_bytes, stream)
+                if code:
+                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} input {port.name}")
+            _check(drv, drv.graph_launch_raw(g.exec, stream), "cuGraphLaunch", self.name)
+            for port, (dst, lead) in zip(self._ports_out, dsts, strict=True):
+                code = copy(dst, addrs[port.name], lead * port.row_bytes, stream)
+                if code:
+                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} output {port.name}")
+            _check(drv, drv.record_raw(g.event, stream), "cuEventRecord", self.name)
+            g.last_stream = stream
+
+    # -- inspection and teardown ----------------------------------------------------------
+
+    @property
+    def captured(self) -> list[dict[str, int]]:
+        """The buckets with a graph, as dimension -> upper bound."""
+        return [
+            {d: self.buckets[d][i] for d, i in zip(self.dims, key, strict=True)}
+            for key in sorted(self._graphs)
+        ]
+
+    @property
+    def memory(self) -> int:
+        """Device bytes held for captured buckets' buffers."""
+        return sum(g.size for g in self._graphs.values())
+
+    def close(self) -> None:
+        """Free every graph, event and buffer; the pipeline cannot be called afterwards."""
+        with self._lock:
+            self._closed = True
+            drv = self.bundle.device.drv
+            if self._graphs:
+                drv.synchronize()  # replays still queued read these buffers
+            for g in self._graphs.values():
+                with g.lock:
+                    drv.graph_exec_destroy(g.exec)
+                    drv.event_destroy(g.event)
+                    drv.mem_free(g.arena)
+            self._graphs.clear()
+            if self._capture_stream:
+                drv.stream_destroy(self._capture_stream)
+                self._capture_stream = 0
+
+
+def _checked(obj: Any, name: str, dtype: str, pipeline: str) -> tuple[int, str | None]:
+    addr, have = _args.pointer(obj, name)
+    if have is not None and have != dtype:
+        raise ArgumentError(f"pipeline {pipeline!r}: {name!r} has element type {have}, "
+                            f"expected {dtype}")  # fmt: skip
+    if not _contiguous(obj):
+        raise ArgumentError(f"pipeline {pipeline!r}: {name!r} must be contiguous "
+                            "(row-major); pass .contiguous()")  # fmt: skip
+    return addr, have
+
+
+def _shape(obj: Any) -> tuple[int, ...] | None:
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        cai = getattr(obj, "__cuda_array_interface__", None)
+        shape = cai.get("shape") if isinstance(cai, dict) else None
+    return None if shape is None else tuple(int(s) for s in shape)
+
+
+def _contiguous(obj: Any) -> bool:
+    is_contiguous: Callable[[], bool] | None = getattr(obj, "is_contiguous", None)
+    if is_contiguous is not None:
+        return bool(is_contiguous())
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    return not isinstance(cai, dict) or cai.get("strides") is None
+
+
+def _check(drv: Any, code: int, call: str, what: str) -> None:
+    if code:
+        drv.check(code, call, f"pipeline {what}")

@@ -1,0 +1,285 @@
+"""Pipelines in the loader, against the fake driver: capture once per bucket, copy in, replay,
+copy out, padding and slicing, weights bound in place, streams ordered by events, threads,
+teardown, and the errors a caller can make. The fake driver keeps device memory in host
+memory and runs a Python emulation of the handmade ``scale`` kernel (out = x * scale), so
+these tests check the numbers, not only the calls. tests/gpu runs the same on an H200."""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import loader
+from loader import driver
+from tests import handmade
+from tests.fakecuda import FakeLib
+
+WORD = 0xFFFFFFFF
+
+
+def emulate_scale(words: list[int]) -> None:
+    """The generic variant of handmade's scale kernel: x_ptr, out_ptr, M, N, stride, scale."""
+    x, out, m, n, stride = words[0], words[1], words[2] & WORD, words[3] & WORD, words[4] & WORD
+    factor = struct.unpack("<f", struct.pack("<I", words[5] & WORD))[0]
+    for row in range(m):
+        src = struct.unpack(f"<{n}e", ctypes.string_at(x + row * stride * 2, n * 2))
+        data = struct.pack(f"<{n}e", *(v * factor for v in src))
+        ctypes.memmove(out + row * stride * 2, data, n * 2)
+
+
+class HostTensor:
+    """A contiguous fp16 tensor in host memory, duck-typed like a torch CUDA tensor."""
+
+    def __init__(self, rows: int, cols: int = 64, fill: float | None = None):
+        self.shape = (rows, cols)
+        self.dtype = "torch.float16"
+        self.is_cuda = True
+        self.contiguous = True
+        self.buf = ctypes.create_string_buffer(max(rows * cols * 2, 2))
+        if fill is not None:
+            self.set([[fill + r + c / 64 for c in range(cols)] for r in range(rows)])
+
+    def data_ptr(self) -> int:
+        return ctypes.addressof(self.buf)
+
+    def numel(self) -> int:
+        return self.shape[0] * self.shape[1]
+
+    def is_contiguous(self) -> bool:
+        return self.contiguous
+
+    def set(self, rows: list[list[float]]) -> None:
+        flat = [v for r in rows for v in r]
+        struct.pack_into(f"<{len(flat)}e", self.buf, 0, *flat)
+
+    def rows(self) -> list[list[float]]:
+        n = self.shape[1]
+        flat = struct.unpack_from(f"<{self.numel()}e", self.buf, 0)
+        return [list(flat[i * n : (i + 1) * n]) for i in range(self.shape[0])]
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLib]:
+    lib = FakeLib()
+    lib.emulators["scale_kernel"] = emulate_scale
+    driver.install(driver.Driver(lib))
+    yield lib
+    driver.install(None)
+
+
+@pytest.fixture
+def bundle(fake: FakeLib, tmp_path: Path) -> Iterator[loader.Bundle]:
+    b = loader.open(handmade.write(tmp_path / "h.aotc"))
+    yield b
+    b.close()
+
+
+def expect(x: HostTensor, factor: float) -> list[list[float]]:
+    def f16(v: float) -> float:
+        return float(struct.unpack("<e", struct.pack("<e", v))[0])
+
+    return [[f16(f16(v) * factor) for v in r] for r in x.rows()]
+
+
+@pytest.mark.parametrize("m", [1, 2, 9, 16, 17, 200, 256])
+def test_pipeline_equals_its_steps_at_and_between_buckets(
+    bundle: loader.Bundle, fake: FakeLib, m: int
+) -> None:
+    twice = bundle.pipeline("twice")
+    x = HostTensor(m, fill=0.5)
+    out = HostTensor(m)
+    assert twice(x, out) is out
+    # The same kernels called one by one, eagerly, on the call's own size.
+    tmp, ref = HostTensor(m), HostTensor(m)
+    scale = bundle["scale"]
+    scale(x, tmp, m, 64, 64, 2.0)
+    scale(tmp, ref, m, 64, 64, 3.0)
+    assert out.rows() == ref.rows() == expect(HostTensor(m, fill=0.5), 6.0)
+    # The graph ran at the bucket's size: M is the bucket's upper bound, not m.
+    replayed = [launch for launch in fake.launches if launch.replayed]
+    bound = next(b for b in handmade.BUCKETS if b >= m)
+    assert [launch.params[2] & WORD for launch in replayed] == [bound, bound]
+
+
+def test_one_capture_per_bucket_then_replays(bundle: loader.Bundle, fake: FakeLib) -> None:
+    twice = bundle.pipeline("twice")
+    for m in (3, 9, 16, 5):  # all in the bucket M <= 16
+        twice(HostTensor(m, fill=1.0), HostTensor(m))
+    assert len(fake.execs) == 1 and twice.captured == [{"M": 16}]
+    graphs = [op for op in fake.ops if op[0] == "graph"]
+    assert len(graphs) == 4
+    assert sum(launch.replayed for launch in fake.launches) == 8
+    assert not any(not launch.replayed for launch in fake.launches)  # nothing launched eagerly
+    twice(HostTensor(100, fill=1.0), HostTensor(100))
+    assert twice.captured == [{"M": 16}, {"M": 256}] and len(fake.execs) == 2
+
+
+def test_call_copies_in_replays_and_copies_the_rows_out(
+    bundle: loader.Bundle, fake: FakeLib
+) -> None:
+    twice = bundle.pipeline("twice")
+    twice.warmup(M=[7])
+    fake.ops.clear()
+    x, out = HostTensor(7, fill=1.0), HostTensor(7)
+    twice(x, out, stream=0x77)
+    kinds = [op[0] for op in fake.ops if op[0] != "launch"]
+    assert kinds == ["wait", "copy", "graph", "copy", "record"]
+    copy_in = fake.ops[1]
+    assert copy_in[2] == x.data_ptr() and copy_in[3] == 7 * 64 * 2 and copy_in[4] == 0x77
+    copy_out = [op for op in fake.ops if op[0] == "copy"][-1]
+    assert copy_out[1] == out.data_ptr() and copy_out[3] == 7 * 64 * 2
+    # The same stream again: no wait, its own order suffices.
+    fake.ops.clear()
+    twice(x, out, stream=0x77)
+    assert [op[0] for op in fake.ops if op[0] != "launch"] == ["copy", "graph", "copy", "record"]
+
+
+def test_another_stream_waits_for_the_buckets_last_use(
+    bundle: loader.Bundle, fake: FakeLib
+) -> None:
+    twice = bundle.pipeline("twice")
+    x, out = HostTensor(4, fill=1.0), HostTensor(4)
+    twice(x, out, stream=0x11)
+    record = [op for op in fake.ops if op[0] == "record"][-1]
+    fake.ops.clear()
+    twice(x, out, stream=0x22)
+    assert fake.ops[0] == ("wait", 0x22, record[1])
+
+
+def test_warmup_all_or_chosen_buckets(bundle: loader.Bundle, fake: FakeLib) -> None:
+    twice = bundle.pipeline("twice")
+    assert twice.warmup(M=[1, 200]) == 2
+    assert twice.captured == [{"M": 1}, {"M": 256}]
+    assert twice.warmup() == 3
+    assert twice.memory == sum(-(-b * 64 * 2 // 256) * 256 * 3 for b in handmade.BUCKETS)
+    with pytest.raises(loader.ArgumentError, match="no dimension 'N'"):
+        twice.warmup(N=[1])
+
+
+def test_weights_are_bound_once_and_read_in_place(bundle: loader.Bundle, fake: FakeLib) -> None:
+    w = HostTensor(16, fill=2.0)
+    biased = bundle.pipeline("biased", w=w)
+    x = HostTensor(3, fill=1.0)
+    wt, out = biased(x, HostTensor(16), HostTensor(3))
+    assert wt.rows() == expect(w, 2.0) and out.rows() == expect(x, 5.0)
+    step0 = next(launch for launch in fake.launches if launch.replayed)
+    assert step0.params[0] == w.data_ptr()  # the graph reads the caller's weight itself
+    w.set([[1.0] * 64] * 16)
+    wt2, _ = biased(x, HostTensor(16), HostTensor(3))
+    assert wt2.rows() == [[2.0] * 64] * 16
+
+
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ({}, "needs its weights bound: pass w=<tensor [16, 64] fp16>"),
+        ({"w": None, "v": None}, "has no weight 'v'; its weights are: w"),
+        ({"w": HostTensor(8)}, "weight 'w' has shape [8, 64]; expected [16, 64]"),
+    ],
+)
+def test_weight_errors(bundle: loader.Bundle, weights: dict[str, object], message: str) -> None:
+    with pytest.raises(loader.ArgumentError, match=message.replace("[", r"\[")):
+        bundle.pipeline("biased", **weights)
+
+
+def test_call_errors(bundle: loader.Bundle, fake: FakeLib) -> None:
+    twice = bundle.pipeline("twice")
+    with pytest.raises(loader.ArgumentError, match=r"M=257 is outside its buckets 1..256"):
+        twice(HostTensor(257), HostTensor(257))
+    with pytest.raises(loader.ArgumentError, match=r"'x' has shape \[4, 32\]; expected \[M, 64\]"):
+        twice(HostTensor(4, 32), HostTensor(4))
+    with pytest.raises(loader.ArgumentError, match=r"output 'out' has 5 rows; expected 4"):
+        twice(HostTensor(4), HostTensor(5))
+    bf16 = HostTensor(4)
+    bf16.dtype = "torch.bfloat16"
+    with pytest.raises(loader.ArgumentError, match="'x' has element type bf16, expected fp16"):
+        twice(bf16, HostTensor(4))
+    strided = HostTensor(4)
+    strided.contiguous = False
+    with pytest.raises(loader.ArgumentError, match="'x' must be contiguous"):
+        twice(strided, HostTensor(4))
+    with pytest.raises(loader.ArgumentError, match="missing input 'x'"):
+        twice(out=HostTensor(4))
+    with pytest.raises(loader.ArgumentError, match="no input or output 'y'"):
+        twice(HostTensor(4), y=HostTensor(4))
+    with pytest.raises(loader.ArgumentError, match="'x' given twice"):
+        twice(HostTensor(4), x=HostTensor(4))
+    with pytest.raises(loader.ArgumentError, match="pass the outputs"):
+        twice(HostTensor(4))  # no torch tensors: outputs cannot be allocated here
+    with pytest.raises(KeyError, match=r"no pipeline 'thrice'.*it has: twice, biased"):
+        bundle.pipeline("thrice")
+    assert not fake.execs  # no error left a graph behind
+
+
+def test_an_empty_batch_runs_nothing(bundle: loader.Bundle, fake: FakeLib) -> None:
+    out = HostTensor(0)
+    assert bundle.pipeline("twice")(HostTensor(0), out) is out
+    assert not fake.launches and not fake.execs
+
+
+def test_a_failed_capture_frees_its_buffers_and_leaves_no_capture(
+    bundle: loader.Bundle, fake: FakeLib
+) -> None:
+    twice = bundle.pipeline("twice")
+    twice.warmup(M=[1])
+    held = set(fake.memory)
+    fake.fail_launch = 700
+    with pytest.raises(loader.CudaError, match="ILLEGAL_ADDRESS"):
+        twice(HostTensor(4), HostTensor(4))
+    assert set(fake.memory) == held and not fake.capturing and not fake.graphs
+    fake.fail_launch = 0
+    x, out = HostTensor(4, fill=1.0), HostTensor(4)
+    twice(x, out)
+    assert out.rows() == expect(expect_input(x), 3.0)
+
+
+def expect_input(x: HostTensor) -> HostTensor:
+    doubled = HostTensor(x.shape[0])
+    doubled.set(expect(x, 2.0))
+    return doubled
+
+
+def test_close_frees_graphs_events_streams_and_buffers(
+    bundle: loader.Bundle, fake: FakeLib
+) -> None:
+    twice = bundle.pipeline("twice")
+    twice.warmup()
+    assert fake.memory and fake.execs and fake.events and fake.streams
+    bundle.close()
+    assert not fake.memory and not fake.execs and not fake.events and not fake.streams
+    with pytest.raises(loader.ArgumentError, match="is closed"):
+        twice(HostTensor(2), HostTensor(2))
+
+
+def test_threads_on_their_own_streams_get_their_own_results(
+    bundle: loader.Bundle, fake: FakeLib
+) -> None:
+    twice = bundle.pipeline("twice")
+    scale = bundle["scale"]
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        for i in range(25):
+            m = 1 + (k * 7 + i) % 20  # buckets 1 and 16 and 256, shared between threads
+            x, out = HostTensor(m, fill=float(k + i % 3)), HostTensor(m)
+            twice(x, out, stream=0x100 + k)
+            single = HostTensor(m)
+            scale(x, single, m, 64, 64, 6.0, stream=0x100 + k)
+            want = expect(x, 6.0)
+            if out.rows() != want:
+                errors.append(f"thread {k} call {i}: pipeline result wrong")
+            if single.rows() != want:
+                errors.append(f"thread {k} call {i}: kernel result wrong")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
+    assert len(fake.execs) == 3  # every bucket captured exactly once
