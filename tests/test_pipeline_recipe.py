@@ -62,7 +62,7 @@ CASES = [
         "unknown kernel",
         'kernel = "silu_mul"',
         'kernel = "silu_mull"',
-        ["[[pipeline]] mlp.step[2].kernel", "no kernel named 'silu_mull'", "did you mean 'silu_mul'"],
+        ["mlp.step[2].kernel", "no kernel named 'silu_mull'", "did you mean 'silu_mul'"],
     ),
     (
         "unknown tensor",
@@ -72,8 +72,8 @@ CASES = [
     ),
     (
         "shape disagrees",
-        'shape = [14336, 4096] }',
-        'shape = [14336, 4000] }',
+        "shape = [14336, 4096] }",
+        "shape = [14336, 4000] }",
         ["step[3] (down).args.r_ptr", "'x' has shape [1, 4096] at M=1", "[M, N] = [1, 4000]"],
     ),
     (
@@ -181,8 +181,8 @@ CASES = [
     ),
     (
         "bucket bounds not increasing",
-        "[[pipeline]]\nname = \"mlp\"\nbuckets = { M = [1, 2,",
-        "[[pipeline]]\nname = \"mlp\"\nbuckets = { M = [2, 1,",
+        '[[pipeline]]\nname = "mlp"\nbuckets = { M = [1, 2,',
+        '[[pipeline]]\nname = "mlp"\nbuckets = { M = [2, 1,',
         ["[[pipeline]] mlp.buckets.M", "must be strictly increasing"],
     ),
 ]
