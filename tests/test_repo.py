@@ -53,3 +53,20 @@ def test_recipe_docs_example_matches_example_recipe() -> None:
     actual = tomllib.loads((ROOT / "recipes" / "example.toml").read_text())
     assert documented["bundle"] == actual["bundle"]
     assert documented["kernel"][0] == actual["kernel"][0]
+
+
+def test_recipe_docs_pipeline_matches_mlp_recipe() -> None:
+    import tomllib
+
+    blocks = (ROOT / "recipes" / "README.md").read_text().split("```toml\n")[1:]
+    blocks = [b.split("```", 1)[0] for b in blocks]
+    documented = tomllib.loads(next(b for b in blocks if b.startswith("[[pipeline]]")))
+    access = tomllib.loads(next(b for b in blocks if b.startswith("shapes =")))
+    actual = tomllib.loads((ROOT / "recipes" / "mlp.toml").read_text())
+    doc, real = documented["pipeline"][0], actual["pipeline"][0]
+    assert {k: v for k, v in doc.items() if k != "step"} == {
+        k: v for k, v in real.items() if k != "step"
+    }
+    assert doc["step"] == real["step"][: len(doc["step"])]
+    gate_up = next(k for k in actual["kernel"] if k["name"] == "gate_up")
+    assert access == {k: gate_up[k] for k in ("shapes", "strides", "writes")}
