@@ -63,6 +63,9 @@ class _Port:
         for s in self.rest:
             row *= s
         self.row_bytes = row
+        # The caller's dtype object (a torch.dtype) once a full check accepted it: later
+        # calls compare identities instead of names.
+        self.dtype_obj: Any = None
 
     def describe(self, dims: Sequence[str]) -> str:
         lead = dims[self.dim] if self.dim >= 0 else str(self.fixed_lead)
@@ -72,8 +75,19 @@ class _Port:
 class _Graph:
     """One bucket: its buffers, the instantiated graph and the event that orders uses."""
 
-    def __init__(self, arena: int, size: int, addrs: dict[str, int], exec_: int, event: int):
+    def __init__(
+        self,
+        arena: int,
+        size: int,
+        addrs: dict[str, int],
+        exec_: int,
+        event: int,
+        ports: tuple[list[_Port], list[_Port]],
+    ):
         self.arena, self.size, self.addrs = arena, size, addrs
+        # (buffer address, bytes per row) of each input and each output, in call order
+        self.ins = [(addrs[p.name], p.row_bytes) for p in ports[0]]
+        self.outs = [(addrs[p.name], p.row_bytes) for p in ports[1]]
         self.exec = exec_
         self.event = event
         self.last_stream: int | None = None
@@ -109,6 +123,15 @@ class Pipeline:
         self._graphs: dict[tuple[int, ...], _Graph] = {}
         self._lock = threading.Lock()
         self._capture_stream = 0
+        self._n_given = len(self.inputs) + len(self.outputs)
+        self._bounds = spec.buckets
+        # (input, dimension) pairs to check against the dimension's source input
+        self._dim_checks = tuple(
+            (i, p.dim)
+            for i, p in enumerate(self._ports_in)
+            if p.dim >= 0 and self._dim_source[p.dim] != i
+        )
+        self._drv = bundle.device.drv
         self._stream = _args.CurrentStream()
         self._closed = False
 
@@ -250,7 +273,7 @@ class Pipeline:
         except BaseException:
             drv.mem_free(arena)
             raise
-        return _Graph(arena, total, addrs, exec_, event)
+        return _Graph(arena, total, addrs, exec_, event, (self._ports_in, self._ports_out))
 
     def _resolve(
         self, addrs: Mapping[str, int], env: tuple[int, ...]
@@ -297,29 +320,28 @@ class Pipeline:
     # -- calls --------------------------------------------------------------------------
 
     def __call__(self, *tensors: Any, stream: Any = None, **named: Any) -> Any:
-        given = self._gather(tensors, named)
-        ports_in = self._ports_in
-        sizes = [0] * len(self.dims)
-        srcs: list[tuple[int, int]] = []  # (address, leading size) per input
-        for i, port in enumerate(ports_in):
-            obj = given[i]
-            addr, lead = self._accept(obj, port)
-            if port.dim >= 0:
-                if self._dim_source[port.dim] == i:
-                    sizes[port.dim] = lead
-                elif lead != sizes[port.dim]:
-                    raise ArgumentError(
-                        f"pipeline {self.name!r}: input {port.name!r} has {lead} rows, but "
-                        f"{self.dims[port.dim]}={sizes[port.dim]} from "
-                        f"{ports_in[self._dim_source[port.dim]].name!r}"
-                    )
-            srcs.append((addr, lead))
+        given: Sequence[Any] = (
+            tensors if not named and len(tensors) == self._n_given else self._gather(tensors, named)
+        )
+        # (address, leading size) per input; each dimension's size read off its input
+        srcs = [self._accept(given[i], port) for i, port in enumerate(self._ports_in)]
+        sizes = [srcs[i][1] for i in self._dim_source]
+        for i, d in self._dim_checks:
+            if srcs[i][1] != sizes[d]:
+                raise ArgumentError(
+                    f"pipeline {self.name!r}: input {self._ports_in[i].name!r} has "
+                    f"{srcs[i][1]} rows, but {self.dims[d]}={sizes[d]} from "
+                    f"{self._ports_in[self._dim_source[d]].name!r}"
+                )
         if 0 in sizes:  # an empty batch: nothing to run
             outs = self._outputs(given, sizes)
             return outs[0] if len(outs) == 1 else tuple(outs)
-        key = tuple(
-            self._bucket_of(d, self.buckets[d], s) for d, s in zip(self.dims, sizes, strict=True)
-        )
+        key: list[int] = []
+        for bounds, size in zip(self._bounds, sizes, strict=False):
+            b = bisect_left(bounds, size)
+            if b == len(bounds):
+                self._bucket_of(self.dims[len(key)], bounds, size)  # raises, naming the limit
+            key.append(b)
         outs = self._outputs(given, sizes)
         dsts = []
         for port, out in zip(self._ports_out, outs, strict=True):
@@ -330,10 +352,11 @@ class Pipeline:
                                     f"rows; expected {want}")  # fmt: skip
             dsts.append((addr, lead))
         handle = self._stream() if stream is None else _args.stream_handle(stream)
-        self._run(self._graphs.get(key) or self._graph(key), srcs, dsts, handle)
+        k = tuple(key)
+        self._run(self._graphs.get(k) or self._graph(k), srcs, dsts, handle)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _gather(self, tensors: tuple[Any, ...], named: Mapping[str, Any]) -> list[Any]:
+    def _gather(self, tensors: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
         order = self.inputs + self.outputs
         if len(tensors) > len(order):
             raise ArgumentError(f"pipeline {self.name!r} takes {', '.join(order)}; got "
@@ -354,8 +377,25 @@ class Pipeline:
         return given
 
     def _accept(self, obj: Any, port: _Port) -> tuple[int, int]:
-        """The tensor's address and leading size, after checking dtype, shape, layout."""
-        addr, _ = _checked(obj, port.name, port.dtype, self.name)
+        """The tensor's address and leading size, after checking dtype, shape, layout.
+        A torch tensor of a dtype already accepted takes the first branch: a handful of
+        attribute reads, no string work."""
+        try:
+            shape = obj.shape
+            if (
+                obj.dtype is port.dtype_obj
+                and obj.is_cuda
+                and shape[1:] == port.rest
+                and (port.dim >= 0 or shape[0] == port.fixed_lead)
+                and obj.is_contiguous()
+                and shape[0]
+            ):
+                return obj.data_ptr(), shape[0]
+        except (AttributeError, TypeError, IndexError):
+            pass
+        return self._accept_checked(obj, port)
+
+    def _accept_checked(self, obj: Any, port: _Port) -> tuple[int, int]:
         shape = _shape(obj)
         if (
             shape is None
@@ -367,11 +407,16 @@ class Pipeline:
                 f"{'unknown' if shape is None else list(shape)}; expected "
                 f"{port.describe(self.dims)}"
             )
+        if shape[0] == 0:
+            return 0, 0  # an empty batch has no data pointer and runs nothing
+        addr, have = _checked(obj, port.name, port.dtype, self.name)
+        if have is not None:
+            port.dtype_obj = getattr(obj, "dtype", None)
         return addr, shape[0]
 
-    def _outputs(self, given: list[Any], sizes: list[int]) -> list[Any]:
-        outs = given[len(self.inputs) :]
-        if all(o is not None for o in outs):
+    def _outputs(self, given: Sequence[Any], sizes: list[int]) -> list[Any]:
+        outs = list(given[len(self.inputs) :])
+        if not any(o is None for o in outs):
             return outs
         like = given[0]
         torch = sys.modules.get("torch")
@@ -390,8 +435,8 @@ class Pipeline:
     def _run(
         self, g: _Graph, srcs: list[tuple[int, int]], dsts: list[tuple[int, int]], stream: int
     ) -> None:
-        drv = self.bundle.device.drv
-        copy, addrs = drv.copy_raw, g.addrs
+        drv = self._drv
+        copy = drv.copy_raw
         with g.lock:
             if g.last_stream != stream:
                 # The buffers' previous user may be another stream: wait for its last copy.
@@ -400,16 +445,20 @@ class Pipeline:
                     self.bundle.device.make_current()  # a thread new to CUDA
                     code = drv.wait_raw(stream, g.event, 0)
                 _check(drv, code, "cuStreamWaitEvent", self.name)
-            for port, (src, lead) in zip(self._ports_in, srcs, strict=True):
-                code = copy(addrs[port.name], src, lead * port.row_bytes, stream)
+            for (buf, row), (src, lead) in zip(g.ins, srcs, strict=False):
+                code = copy(buf, src, lead * row, stream)
                 if code:
-                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} input {port.name}")
-            _check(drv, drv.graph_launch_raw(g.exec, stream), "cuGraphLaunch", self.name)
-            for port, (dst, lead) in zip(self._ports_out, dsts, strict=True):
-                code = copy(dst, addrs[port.name], lead * port.row_bytes, stream)
+                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} input")
+            code = drv.graph_launch_raw(g.exec, stream)
+            if code:
+                _check(drv, code, "cuGraphLaunch", self.name)
+            for (buf, row), (dst, lead) in zip(g.outs, dsts, strict=False):
+                code = copy(dst, buf, lead * row, stream)
                 if code:
-                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} output {port.name}")
-            _check(drv, drv.record_raw(g.event, stream), "cuEventRecord", self.name)
+                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} output")
+            code = drv.record_raw(g.event, stream)
+            if code:
+                _check(drv, code, "cuEventRecord", self.name)
             g.last_stream = stream
 
     # -- inspection and teardown ----------------------------------------------------------
