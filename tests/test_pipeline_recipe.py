@@ -197,3 +197,69 @@ def test_bad_pipeline(tmp_path: Path, old: str, new: str, fragments: list[str]) 
     assert str(tmp_path / "mlp.toml") in message
     for fragment in fragments:
         assert fragment in message, (fragment, message)
+
+
+class _Weight:
+    """A bf16 weight the fake driver never reads: an address and a shape suffice."""
+
+    def __init__(self, *shape: int):
+        self.shape, self.dtype, self.is_cuda = shape, "torch.bfloat16", True
+
+    def data_ptr(self) -> int:
+        return 0x7F0000000000
+
+    def is_contiguous(self) -> bool:
+        return True
+
+
+def test_mlp_bundle_builds_and_its_pipeline_resolves(tmp_path: Path, compile_cache: Path) -> None:
+    """recipes/mlp.toml built on this CPU machine: `aotc inspect` shows the resolved steps,
+    and on the fake driver the captured graph holds the four kernels with those values."""
+    import ctypes
+    import subprocess
+    import sys
+
+    import loader
+    from loader import driver
+    from tests.fakecuda import FakeLib
+
+    env = {**os.environ, "AOTC_CACHE_DIR": str(compile_cache), "AOTC_NO_PROGRESS": "1"}
+    out = tmp_path / "mlp.aotc"
+    cmd = [sys.executable, "-m", "aot.cli"]
+    r = subprocess.run([*cmd, "build", str(RECIPES / "mlp.toml"), "-o", str(out)], env=env,
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([*cmd, "inspect", str(out)], env=env, capture_output=True, text=True)
+    assert "pipeline mlp(x[M, 4096] bf16) -> out[M, 4096] bf16" in r.stdout
+    assert "1. gate_up(h, w_gate_up, gu, M, 28672, 4096, 4096, 1, 28672, 1, 28672, 1)" in r.stdout
+
+    fake = FakeLib()
+    driver.install(driver.Driver(fake))
+    try:
+        with loader.open(out) as b:
+            mlp = b.pipeline("mlp", w_norm=_Weight(4096), w_gate_up=_Weight(4096, 28672),
+                             w_down=_Weight(14336, 4096))  # fmt: skip
+            x, y = (
+                ctypes.create_string_buffer(3 * 4096 * 2),
+                ctypes.create_string_buffer(3 * 4096 * 2),
+            )
+
+            class T(_Weight):
+                def __init__(self, buf: ctypes.Array[ctypes.c_char]):
+                    super().__init__(3, 4096)
+                    self.buf = buf
+
+                def data_ptr(self) -> int:
+                    return ctypes.addressof(self.buf)
+
+            mlp(T(x), T(y))
+            launches = [launch for launch in fake.launches if launch.replayed]
+            names = [fake.functions[launch.function] for launch in launches]
+            assert names == ["rmsnorm_kernel", "matmul_kernel", "silu_mul_kernel",
+                             "matmul_residual_kernel"]  # fmt: skip
+            gate_up = launches[1].params  # specialized: a, b, c, M, N, K, stride_am, ...
+            assert gate_up[1] == 0x7F0000000000 and [w & 0xFFFFFFFF for w in gate_up[3:6]] == [
+                4, 28672, 4096,
+            ]  # fmt: skip
+    finally:
+        driver.install(None)
