@@ -123,7 +123,9 @@ class GpuWorker:
                         "fatal": True}  # fmt: skip
             reply: dict[str, Any] = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
-            code = self._proc.exitcode if self._proc is not None else None
+            # The pipe closes a moment before the process is reaped: wait for its exit code.
+            self._proc.join(5)
+            code = self._proc.exitcode
             self._stop()
             self.restarts += 1
             return {"ok": False, "fatal": True,
