@@ -464,3 +464,14 @@ def test_untyped_launch_passes_what_cuLaunchKernel_declares(fake: FakeLib, tmp_p
 def _converted(k: Kernel, args: tuple[Any, ...]) -> tuple[list[Any], Any]:
     values, seen = k.convert(args)
     return values, k._instance(seen, None)
+
+
+def test_cpu_benchmark_runs() -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "host_path_cpu.py"
+    out = subprocess.run(
+        [sys.executable, str(script), "-n", "50", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "fast path: k(*tensors)" in out and "checked path" in out
