@@ -7,6 +7,10 @@ Run on a GPU machine from the repository root:
 Per-call overhead: the same RMSNorm kernel (M=1, N=4096, BLOCK_N=2048, 8 warps: a few
 microseconds of GPU work) launched N times back to back; wall time / N is the host cost
 because the host, not the GPU, is the bottleneck (the GPU time per kernel is printed too).
+Rows: ``aotc`` is a plain call with tensors (the loader's fast path once it has seen the
+argument signature, see loader/fastcall.py); ``aotc_checked`` forces the checked path that
+converts every argument, as every call did before the fast path; ``aotc_raw_ptrs`` passes
+raw pointers and ``dtypes=``, which always take the checked path.
 Time to ready: a fresh Python process each, from interpreter start to the first correct
 result: aotc (import loader, open, first call), Triton JIT with an empty cache, and Triton
 JIT with a warm cache.
@@ -80,6 +84,8 @@ def per_call(bundle_path: str, n: int, repeats: int) -> dict[str, float]:
     raw = (x.data_ptr(), w.data_ptr(), out.data_ptr(), 1, 4096, 4096, 4096, 1e-6)
     meta = k.variant_for(*args).meta
     assert meta["BLOCK_N"] == 2048, meta
+    k(*args)
+    assert k._fast.lookup(args) is not None, "plain calls with these tensors miss the fast path"
 
     def triton_call() -> None:
         rmsnorm_kernel[(1,)](*args, BLOCK_N=2048, num_warps=8, num_stages=1)
@@ -90,8 +96,17 @@ def per_call(bundle_path: str, n: int, repeats: int) -> dict[str, float]:
     def aotc_raw() -> None:
         k(*raw, dtypes={"T": "fp16"})
 
+    def aotc_checked() -> None:
+        k._call_checked(args, None, None)
+
     results: dict[str, list[float]] = {}
-    for name, fn in (("triton_jit", triton_call), ("aotc", aotc_call), ("aotc_raw_ptrs", aotc_raw)):
+    paths = (
+        ("triton_jit", triton_call),
+        ("aotc", aotc_call),
+        ("aotc_checked", aotc_checked),
+        ("aotc_raw_ptrs", aotc_raw),
+    )
+    for name, fn in paths:
         for _ in range(200):
             fn()
         torch.cuda.synchronize()
@@ -164,7 +179,7 @@ def main() -> None:
         f"{calls['gpu_kernel_us']:.2f} µs]"
     )
     print(f"{'launcher':<16}{'µs/call':>10}{'vs triton':>12}")
-    for name in ("triton_jit", "aotc", "aotc_raw_ptrs"):
+    for name in ("triton_jit", "aotc", "aotc_checked", "aotc_raw_ptrs"):
         print(f"{name:<16}{calls[name]:>10.2f}{calls[name] / base:>11.2f}x")
     print("\ntime to ready in a fresh process (s, median; after torch has made its inputs)")
     print(f"{'path':<14}{'import':>9}{'open':>9}{'1st call':>10}{'ready':>9}{'vs aotc':>10}")

@@ -6,6 +6,7 @@ from anything with ``__cuda_array_interface__``, or as raw integer device addres
 
 from __future__ import annotations
 
+import ctypes
 import operator
 import sys
 from typing import Any
@@ -97,12 +98,16 @@ def scalar(arg: Any, type_: str, name: str) -> int | float:
     if type_.startswith("fp") or type_ == "bf16":
         if isinstance(arg, bool) or not isinstance(arg, int | float):
             try:
-                return float(arg)
+                value = float(arg)
             except (TypeError, ValueError):
                 raise ArgumentError(
                     f"argument {name!r}: expected a number ({type_}), got {type(arg).__name__}"
                 ) from None
-        return float(arg)
+        else:
+            value = float(arg)
+        # The value the kernel will see: beyond fp32's range that is inf, which struct
+        # (the parameter packer) would refuse to round to.
+        return ctypes.c_float(value).value if type_ == "fp32" else value
     try:
         value = operator.index(arg)
     except TypeError:
@@ -116,11 +121,17 @@ def scalar(arg: Any, type_: str, name: str) -> int | float:
 
 
 class CurrentStream:
-    """PyTorch's current stream when torch is in use, else the legacy default stream (0)."""
+    """PyTorch's current stream on device ``index`` when torch is in use, else the legacy
+    default stream (0).
 
-    def __init__(self) -> None:
+    ``index`` is the device the bundle launches on, so a call costs one C call and never
+    asks torch which device is current: a kernel can only launch on its own device's
+    streams anyway.
+    """
+
+    def __init__(self, index: int) -> None:
         self._raw: Any = None
-        self._device: Any = None
+        self._index = index
 
     def __call__(self) -> int:
         if self._raw is None:
@@ -128,8 +139,7 @@ class CurrentStream:
             if torch is None or not torch.cuda.is_initialized():
                 return 0
             self._raw = torch._C._cuda_getCurrentRawStream
-            self._device = torch.cuda.current_device
-        handle: int = self._raw(self._device())
+        handle: int = self._raw(self._index)
         return handle
 
 

@@ -1,9 +1,16 @@
 """Open a bundle for the running GPU and launch its kernels.
 
 Only the manifest is read at open. A variant's cubin is decompressed, checked and loaded
-into the CUDA context the first time a call needs it, once, under a lock; everything a
-launch needs afterwards (parameter buffers, grid function, assumption checks) is prepared
-at that point, so a call does argument conversion, one bucket lookup and cuLaunchKernel.
+into the CUDA context the first time a call needs it, once, under a lock. Everything a
+launch needs (parameter buffer, grid function, assumption tests) is prepared when the
+kernel is first looked up.
+
+A call takes one of two paths. The fast path (loader/fastcall.py) answers a call whose
+argument signature (tensor dtypes, scalar types) an earlier call had been accepted with,
+through one function generated for the kernel's parameter list. Every other call takes
+the checked path: ``convert`` (every argument, with clear errors), ``_instance`` (dtype
+binding), ``select`` (bucket and variant); it then teaches the fast path the signature.
+Both end in ``Launcher.launch``: one struct.pack_into, the grid, cuLaunchKernel.
 """
 
 from __future__ import annotations
@@ -19,26 +26,18 @@ from . import driver as _driver
 from .dispatch import assumption_checks, choose_target, flat_bucket, holds, order_variants
 from .errors import ArgumentError, BundleError, CudaError, NoTargetError
 from .expr import compile_function, parse
+from .fastcall import PACK_ERRORS, FastPath, ParamBuffer, assumption_test, choice_table
 from .format import BundleFile
 from .manifest import KernelSpec, Manifest, ManifestError, Param, Target, Variant
 from .pipeline import Pipeline
 
 CUDA_ERROR_INVALID_CONTEXT = _driver.CUDA_ERROR_INVALID_CONTEXT
-_CTYPES: dict[str, type[Any]] = {
-    "i1": ctypes.c_int8,
-    "i8": ctypes.c_int8,
-    "i16": ctypes.c_int16,
-    "i32": ctypes.c_int32,
-    "i64": ctypes.c_int64,
-    "u1": ctypes.c_uint8,
-    "u8": ctypes.c_uint8,
-    "u16": ctypes.c_uint16,
-    "u32": ctypes.c_uint32,
-    "u64": ctypes.c_uint64,
-    "fp32": ctypes.c_float,
-    "fp64": ctypes.c_double,
-}
 _MAX_GRID = (2**31 - 1, 65535, 65535)
+_MAX_X, _MAX_YZ = _MAX_GRID[0], _MAX_GRID[1]
+# What a fast-path launch raises only before anything reached the driver: the checked path
+# then runs the call again and says what is wrong (or launches, e.g. an fp32 value too
+# large for struct, which it rounds to inf as the kernel would see it).
+_RETRY_CHECKED = (*PACK_ERRORS, ArgumentError)
 
 
 def open(
@@ -69,6 +68,9 @@ class Device:
         ctx = drv.current_context()
         if ctx is not None and ordinal is None:
             self.handle = drv.context_device()
+            ordinal = next(
+                (i for i in range(drv.device_count()) if drv.device(i) == self.handle), 0
+            )
         else:
             count = drv.device_count()
             ordinal = 0 if ordinal is None else ordinal
@@ -78,6 +80,8 @@ class Device:
             ctx = drv.retain_primary_context(self.handle)
             drv.set_current(ctx)
         self.context: int = ctx
+        # The device's index, as torch numbers it too (same process, same visible devices).
+        self.ordinal: int = ordinal
         self.name = drv.device_name(self.handle)
         self.cc = (
             drv.attribute(_driver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, self.handle),
@@ -209,6 +213,7 @@ class Launcher:
         self.variant = variant
         self.source = source
         self.checks = assumption_checks(variant, param_index)
+        self.fits = assumption_test(self.checks)
         self.block = variant.num_warps * 32
         self.shared = variant.shared
         names = [p.name for p in spec.params]
@@ -216,17 +221,16 @@ class Launcher:
         self.grid: Callable[..., tuple[int, ...]] = compile_function(
             [parse(g) for g in spec.grid], names, consts
         )
-        # Parameter buffer: one ctypes holder per ABI slot, their addresses in a void* array.
         types = {p.name: p.type for p in spec.params}
         self.positions = tuple(param_index[n] for n in variant.abi)
-        self.holders = [
-            ctypes.c_uint64() if types[n].startswith("*") else _CTYPES[types[n]]()
-            for n in variant.abi
-        ] + [ctypes.c_uint64(0) for _ in range(variant.scratch_args)]
-        self.params = (ctypes.c_void_p * len(self.holders))(
-            *[ctypes.addressof(h) for h in self.holders]
+        self._buffer = ParamBuffer(
+            [types[n] for n in variant.abi], self.positions, variant.scratch_args
         )
+        self.holders = self._buffer.holders
+        self.params = self._buffer.params
         self.function = 0
+        self._function_arg: ctypes.c_void_p | None = None  # what cuLaunchKernel is passed
+        self._launch = source.device.drv.launch_untyped
         self._lock = threading.Lock()
 
     def load(self) -> None:
@@ -248,42 +252,41 @@ class Launcher:
             fn = drv.get_function(module, self.variant.function)
             if self.shared > 49152:
                 drv.set_max_dynamic_shared(fn, dev.max_shared)
+            self._function_arg = ctypes.c_void_p(fn)
             self.function = fn
 
     def launch(self, values: Sequence[Any], stream: int) -> None:
+        """Launch on ``values`` (converted, in the kernel's parameter order) on ``stream``.
+
+        Raises, before anything reaches the driver: for a value struct cannot pack, one of
+        fastcall.PACK_ERRORS (only the fast path's unconverted values can cause that); for a
+        grid beyond the CUDA limits, ArgumentError. An empty grid launches nothing.
+        """
         if not self.function:
             self.load()
-        gx, gy, gz = self.grid(*values)
-        if gx <= 0 or gy <= 0 or gz <= 0:
-            return
-        if gx > _MAX_GRID[0] or gy > _MAX_GRID[1] or gz > _MAX_GRID[2]:
-            raise ArgumentError(f"grid ({gx}, {gy}, {gz}) exceeds the CUDA limits {_MAX_GRID}")
-        drv = self.source.device.drv
+        handle = ctypes.c_void_p(stream) if stream else None
+        # Held from pack to launch: threads share the buffer, and the driver copies it at
+        # the call. Packing first checks the values even when the grid turns out empty.
         with self._lock:
-            holders = self.holders
-            for slot, pos in enumerate(self.positions):
-                holders[slot].value = values[pos]
-            code = drv.launch_raw(
-                self.function, gx, gy, gz, self.block, 1, 1, self.shared, stream, self.params, None
-            )
+            self._buffer.pack(values)
+            gx, gy, gz = self.grid(*values)
+            if not (0 < gx <= _MAX_X and 0 < gy <= _MAX_YZ and 0 < gz <= _MAX_YZ):
+                if gx <= 0 or gy <= 0 or gz <= 0:
+                    return
+                raise ArgumentError(f"grid ({gx}, {gy}, {gz}) exceeds the CUDA limits {_MAX_GRID}")
+            code = self._launch(
+                self._function_arg, gx, gy, gz, self.block, 1, 1, self.shared, handle,
+                self.params, None,
+            )  # fmt: skip
             if code == CUDA_ERROR_INVALID_CONTEXT:
                 # A thread that never touched CUDA has no current context: give it ours.
                 self.source.device.make_current()
-                code = drv.launch_raw(
-                    self.function,
-                    gx,
-                    gy,
-                    gz,
-                    self.block,
-                    1,
-                    1,
-                    self.shared,
-                    stream,
-                    self.params,
-                    None,
-                )
+                code = self._launch(
+                    self._function_arg, gx, gy, gz, self.block, 1, 1, self.shared, handle,
+                    self.params, None,
+                )  # fmt: skip
         if code:
-            drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
+            self.source.device.drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
 
 
 class _Instance:
@@ -302,6 +305,7 @@ class _Instance:
             for c in inst.choices
         ]
         self.hows = [c.how for c in inst.choices]
+        self.fast_choices = choice_table(self.choices)
 
 
 class Kernel:
@@ -331,7 +335,9 @@ class Kernel:
         self._var_params = {
             v: [i for i, p in enumerate(spec.params) if p.type == f"*{v}"] for v in self._vars
         }
-        self._stream = _args.CurrentStream()
+        self._stream = _args.CurrentStream(source.device.ordinal)
+        grid_names = set().union(*(parse(g).names for g in spec.grid))
+        self._fast = FastPath(spec.params, self._key_positions, spec.buckets, grid_names)
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)
@@ -411,10 +417,28 @@ class Kernel:
     def __call__(
         self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None
     ) -> None:
+        if dtypes is None:
+            found = self._fast.lookup(args)
+            if found is not None:
+                launcher, values = found
+                try:
+                    handle = self._stream() if stream is None else _args.stream_handle(stream)
+                    launcher.launch(values, handle)
+                    return
+                except _RETRY_CHECKED:
+                    pass  # nothing was launched; the checked path says what is wrong
+        self._call_checked(args, stream, dtypes)
+
+    def _call_checked(
+        self, args: Sequence[Any], stream: Any, dtypes: Mapping[str, str] | None
+    ) -> None:
+        """The full path: every argument checked and converted, every error explained."""
         values, seen = self.convert(args)
         inst = self._instance(seen, dtypes)
         launcher = self.select(values, inst)[1]
         handle = self._stream() if stream is None else _args.stream_handle(stream)
+        if dtypes is None:
+            self._fast.learn(args, inst.fast_choices)
         launcher.launch(values, handle)
 
     def warmup(self) -> int:

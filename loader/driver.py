@@ -2,7 +2,8 @@
 
 Every call goes through ``check()``, which turns a non-zero CUresult into
 ``CudaError(code, name)``. The library is opened lazily, so importing the loader on a
-machine without a GPU (CI, the builder) costs nothing and fails nothing.
+machine without a GPU (CI, the builder) costs nothing and fails nothing. The one exception
+to "typed" is ``Driver.launch_untyped``, the per-call launch entry (see its comment).
 """
 
 from __future__ import annotations
@@ -112,6 +113,24 @@ _SIGNATURES: dict[str, tuple[str, list[Any]]] = {
 }
 
 
+# cuLaunchKernel with no argument types, for the per-call path. With argtypes set, ctypes
+# calls from_param() once per argument, which costs more than a microsecond per launch;
+# without, it converts Python ints in C, as C ints. That matches cuLaunchKernel's unsigned
+# int parameters for every value a launch allows (grid <= 2**31 - 1, block, shared memory),
+# so callers must pass exactly: c_void_p (or None) for the function, stream, kernelParams
+# and extra pointers, and ints below 2**31 for the other seven.
+_UNTYPED_LAUNCH = ctypes.CFUNCTYPE(CUresult)
+
+
+def _untyped(fn: Any) -> Callable[..., int]:
+    if not hasattr(fn, "argtypes"):  # a Python stand-in (tests): call it as it is
+        return fn  # type: ignore[no-any-return]
+    address = ctypes.cast(fn, ctypes.c_void_p).value or 0
+    # A cdecl prototype with no argtypes accepts any number of arguments, converted untyped.
+    launch: Callable[..., int] = _UNTYPED_LAUNCH(address)
+    return launch
+
+
 class Driver:
     """The CUDA driver API, loaded from ``libcuda.so.1`` (or a stand-in, for tests)."""
 
@@ -134,6 +153,7 @@ class Driver:
         self.copy_raw = self._fn["cuMemcpyDtoDAsync"]
         self.record_raw = self._fn["cuEventRecord"]
         self.wait_raw = self._fn["cuStreamWaitEvent"]
+        self.launch_untyped = _untyped(self.launch_raw)
 
     def error_name(self, code: int) -> str:
         if self._get_error_name is None:

@@ -132,7 +132,7 @@ class Pipeline:
             if p.dim >= 0 and self._dim_source[p.dim] != i
         )
         self._drv = bundle.device.drv
-        self._stream = _args.CurrentStream()
+        self._stream = _args.CurrentStream(bundle.device.ordinal)
         self._closed = False
 
     def __repr__(self) -> str:

@@ -4,13 +4,16 @@ It implements the driver calls the loader makes, hands out fake handles, remembe
 modules were loaded and records every launch with its decoded parameters. Device memory
 is host memory (so copies really copy), stream capture records launches into graphs, and
 a launch runs the Python emulator registered for its kernel's name, if any: enough to
-check that a pipeline computes what its steps compute. The real driver path is exercised
-by the GPU tests.
+check that a pipeline computes what its steps compute. FakeTensor and FakeArray stand in
+for torch tensors and ``__cuda_array_interface__`` objects. The real driver path is
+exercised by the GPU tests.
 """
 
 from __future__ import annotations
 
 import ctypes
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +23,32 @@ def _v(x: Any) -> int:
     """A handle or address, whether passed raw or wrapped in a ctypes object."""
     value = x.value if hasattr(x, "value") else x
     return int(value or 0)
+
+
+class FakeTensor:
+    """Duck-typed like a torch tensor, as far as the loader looks."""
+
+    def __init__(self, addr: int, dtype: str = "torch.float16", is_cuda: bool = True):
+        self.addr = addr
+        self.dtype = dtype
+        self.is_cuda = is_cuda
+        self.device = "cuda:0" if is_cuda else "cpu"
+
+    def data_ptr(self) -> int:
+        return self.addr
+
+    def numel(self) -> int:
+        return 1
+
+
+class FakeArray:
+    def __init__(self, addr: int, typestr: str = "<f2"):
+        self.__cuda_array_interface__ = {
+            "data": (addr, False),
+            "typestr": typestr,
+            "shape": (1,),
+            "version": 3,
+        }
 
 
 @dataclass
@@ -43,6 +72,8 @@ class FakeLib:
     launches: list[Launch] = field(default_factory=list)
     functions: dict[int, str] = field(default_factory=dict)
     context: int = 0
+    devices: int = 1
+    context_device: int = 0  # the device of a context made current before the loader's
     fail_launch: int = 0
     # kernel function name -> emulator(params words): runs on launch, on host memory
     emulators: dict[str, Callable[[list[int]], None]] = field(default_factory=dict)
@@ -54,6 +85,13 @@ class FakeLib:
     events: set[int] = field(default_factory=set)
     streams: set[int] = field(default_factory=set)
     _next: int = 0x9000
+    # Model CUDA's per-thread current context: a launch from a thread that never made a
+    # context current fails with CUDA_ERROR_INVALID_CONTEXT (201).
+    thread_contexts: bool = False
+    # Let other threads run inside a launch before the parameters are read, as a driver
+    # may: a loader that does not hold its parameter buffer through the call then shows.
+    yield_in_launch: bool = False
+    _tls: threading.local = field(default_factory=threading.local)
 
     def __getattr__(self, name: str) -> Any:
         raise AttributeError(name)
@@ -79,7 +117,7 @@ class FakeLib:
         return 0
 
     def cuDeviceGetCount(self, out: Any) -> int:
-        self._out(out, 1)
+        self._out(out, self.devices)
         return 0
 
     def cuDeviceGet(self, out: Any, ordinal: int) -> int:
@@ -100,15 +138,16 @@ class FakeLib:
         return 0
 
     def cuCtxGetCurrent(self, out: Any) -> int:
-        self._out(out, self.context or None)
+        ctx = getattr(self._tls, "context", 0) if self.thread_contexts else self.context
+        self._out(out, ctx or None)
         return 0
 
     def cuCtxSetCurrent(self, ctx: Any) -> int:
-        self.context = ctx.value if hasattr(ctx, "value") else ctx
+        self.context = self._tls.context = ctx.value if hasattr(ctx, "value") else ctx
         return 0
 
     def cuCtxGetDevice(self, out: Any) -> int:
-        self._out(out, 0)
+        self._out(out, self.context_device)
         return 0
 
     def cuCtxSynchronize(self) -> int:
@@ -150,6 +189,18 @@ class FakeLib:
     ) -> int:
         if self.fail_launch:
             return self.fail_launch
+        if self.thread_contexts and not getattr(self._tls, "context", 0):
+            return 201
+        if self.yield_in_launch:
+            time.sleep(0)
+        # The loader passes handles as c_void_p (it calls cuLaunchKernel untyped, see
+        # loader/driver.py) and ints for the rest, as a C function would receive them.
+        for value in (gx, gy, gz, bx, by, bz, shared):
+            assert type(value) is int and 0 <= value < 2**31, value
+        assert isinstance(fn, ctypes.c_void_p) and (
+            stream is None or isinstance(stream, ctypes.c_void_p)
+        )
+        assert isinstance(params, ctypes.Array) and extra is None
         words = [ctypes.c_uint64.from_address(params[i]).value for i in range(len(params))]
         launch = Launch(_v(fn), (gx, gy, gz), bx, shared, _v(stream), words)
         if launch.stream in self.capturing:

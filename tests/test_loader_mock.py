@@ -13,33 +13,7 @@ import pytest
 import loader
 from loader import driver
 from tests import handmade
-from tests.fakecuda import FakeLib
-
-
-class FakeTensor:
-    """Duck-typed like a torch tensor, as far as the loader looks."""
-
-    def __init__(self, addr: int, dtype: str = "torch.float16", is_cuda: bool = True):
-        self.addr = addr
-        self.dtype = dtype
-        self.is_cuda = is_cuda
-        self.device = "cuda:0" if is_cuda else "cpu"
-
-    def data_ptr(self) -> int:
-        return self.addr
-
-    def numel(self) -> int:
-        return 1
-
-
-class FakeArray:
-    def __init__(self, addr: int, typestr: str = "<f2"):
-        self.__cuda_array_interface__ = {
-            "data": (addr, False),
-            "typestr": typestr,
-            "shape": (1,),
-            "version": 3,
-        }
+from tests.fakecuda import FakeArray, FakeLib, FakeTensor
 
 
 @pytest.fixture

@@ -1,0 +1,224 @@
+"""The per-call host path, precomputed: what a kernel call costs when nothing is unusual.
+
+``Kernel.__call__`` (bundle.py) first asks ``FastPath.lookup`` for a launcher and the call's
+values. A call whose arguments have the same *signature* (the dtype and is_cuda of every
+tensor, the type of every scalar) as an earlier call that the checked path in bundle.py
+accepted is answered by one function generated for the kernel's parameter list: it
+unpacks the arguments, looks the signature up in a dict (which yields the dtype instance's
+variant table), reads the data pointers, picks the bucket with ``bisect`` and the most
+specialized variant whose assumptions hold with generated tests. No loops over
+parameters, no dictionary walks, no string work. The launcher then writes every ABI value
+with one ``struct.pack_into`` (``ParamBuffer``), whose range checks replace the checked
+path's.
+
+Anything unusual (raw pointers, ``__cuda_array_interface__`` objects, ``dtypes=``, an unseen
+signature, a null pointer, a value ``struct`` refuses) makes ``lookup`` return None, or the
+launch raise before anything reaches the driver; the caller then runs the checked path,
+which launches or raises the clear error, and teaches ``FastPath`` the signature if it was
+accepted. Only accepted signatures are remembered, so a bad call never poisons the cache.
+
+The generated functions are built from argument positions (integers) and fixed names
+only, never from manifest or user text: unrolled Python is several times faster here than
+the same work through ``map``/``operator`` helpers (measured by benchmarks/host_path_cpu.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from bisect import bisect_left
+from collections.abc import Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .dispatch import flat_bucket
+
+if TYPE_CHECKING:
+    from .bundle import Launcher
+    from .manifest import Param
+
+Values = tuple[Any, ...]
+
+# struct codes (native size and alignment, as C lays out kernel parameters) and the ctypes
+# type of each slot, by the manifest's scalar type. Pointers are 64-bit addresses.
+_SLOTS: dict[str, tuple[str, type[Any]]] = {
+    "i1": ("b", ctypes.c_int8),
+    "i8": ("b", ctypes.c_int8),
+    "i16": ("h", ctypes.c_int16),
+    "i32": ("i", ctypes.c_int32),
+    "i64": ("q", ctypes.c_int64),
+    "u1": ("B", ctypes.c_uint8),
+    "u8": ("B", ctypes.c_uint8),
+    "u16": ("H", ctypes.c_uint16),
+    "u32": ("I", ctypes.c_uint32),
+    "u64": ("Q", ctypes.c_uint64),
+    "fp32": ("f", ctypes.c_float),
+    "fp64": ("d", ctypes.c_double),
+}
+_POINTER_SLOT = ("Q", ctypes.c_uint64)
+
+# Errors with which ParamBuffer.pack refuses a value: nothing has been launched then.
+PACK_ERRORS = (struct.error, OverflowError)
+
+_MAX_SIGNATURES = 64  # distinct argument signatures remembered per kernel
+
+
+class ParamBuffer:
+    """A launcher's kernelParams: every ABI slot at its C-aligned offset in one buffer.
+
+    ``pack(values)`` writes ``values[p]`` for each ABI position ``p`` into its slot with one
+    ``struct.pack_into``, which also refuses out-of-range ints and non-numbers
+    (``PACK_ERRORS``). The trailing scratch slots (Triton's global and profile scratch
+    pointers) are never packed: they stay null. The buffer is shared, so callers hold the
+    launcher's lock from pack until cuLaunchKernel has copied it.
+    """
+
+    def __init__(self, types: Sequence[str], positions: Sequence[int], scratch: int):
+        slots = [_POINTER_SLOT if t[0] == "*" else _SLOTS[t] for t in types]
+        slots += [_POINTER_SLOT] * scratch
+        codes = "@" + "".join(code for code, _ in slots)
+        # struct's native mode pads each item to its C alignment, so an item's offset is the
+        # size of the format up to and including it, less its own size.
+        offsets = [
+            struct.calcsize(codes[: i + 2]) - struct.calcsize("@" + code)
+            for i, (code, _) in enumerate(slots)
+        ]
+        words = -(-struct.calcsize(codes) // 8)
+        self.storage = (ctypes.c_uint64 * words)()  # 8-byte aligned and zeroed
+        base = ctypes.addressof(self.storage)
+        self.params = (ctypes.c_void_p * len(slots))(*[base + off for off in offsets])
+        # Typed views of the slots, for inspection and tests; the hot path never reads them.
+        self.holders = [
+            ctype.from_buffer(self.storage, off)
+            for (_, ctype), off in zip(slots, offsets, strict=True)
+        ]
+        layout = struct.Struct(codes[: len(types) + 1])
+        items = "".join(f", values[{p}]" for p in positions)
+        env = {"pack_into": layout.pack_into, "storage": self.storage}
+        source = f"def pack(values):\n    pack_into(storage, 0{items})\n"
+        self.pack: Callable[[Sequence[Any]], None] = _generate(source, env)["pack"]
+
+
+Fits = Callable[[Values], bool]
+ChoiceTable = tuple[tuple[tuple[Fits | None, "Launcher"], ...], ...]
+
+
+def assumption_test(checks: Sequence[tuple[int, int]]) -> Fits | None:
+    """A variant's assumptions ((position, 16 or 1) pairs) as one generated test, or None
+    when it has none. Same answer as ``dispatch.holds`` for int values."""
+    if not checks:
+        return None
+    aligned = [f"values[{pos}]" for pos, kind in checks if kind == 16]
+    terms = [f"values[{pos}] == 1" for pos, kind in checks if kind != 16]
+    if aligned:  # v & 15 is non-zero exactly when v % 16 is, so OR them all and test once
+        terms.insert(0, f"not (({' | '.join(aligned)}) & 15)")
+    fits: Fits = _generate(f"def fits(values):\n    return {' and '.join(terms)}\n", {})["fits"]
+    return fits
+
+
+def choice_table(choices: Sequence[Sequence[Launcher]]) -> ChoiceTable:
+    """Per bucket, (assumption test, launcher) pairs, most specialized first."""
+    return tuple(tuple((launcher.fits, launcher) for launcher in bucket) for bucket in choices)
+
+
+class FastPath:
+    """One kernel's memory of accepted argument signatures, and the lookup that uses it."""
+
+    def __init__(
+        self,
+        params: Sequence[Param],
+        bucket_positions: Sequence[int],
+        boundaries: Sequence[Sequence[int]],
+        grid_names: Collection[str],
+    ):
+        self._known: dict[tuple[Any, ...], ChoiceTable] = {}
+        self._plain = tuple(
+            (i, _plain_types(p, grid_names)) for i, p in enumerate(params) if p.type[0] != "*"
+        )
+        env = {
+            "known": self._known,
+            "bisect_left": bisect_left,
+            "flat_bucket": flat_bucket,
+            # One bucket key: bisect over all bounds but the last, which lands values above
+            # every bound in the last bucket, as dispatch.bucket_index does.
+            "bounds": tuple(boundaries[0][:-1]) if len(boundaries) == 1 else (),
+            "boundaries": boundaries,
+        }
+        functions = _generate(_source(params, bucket_positions), env)
+        self._signature: Callable[[Sequence[Any]], tuple[Any, ...]] = functions["signature"]
+        self.lookup: Callable[[tuple[Any, ...]], tuple[Launcher, Values] | None]
+        self.lookup = functions["lookup"]
+
+    def learn(self, args: Sequence[Any], choices: ChoiceTable) -> None:
+        """Remember the signature of ``args``, which the checked path has just accepted
+        (with ``dtypes=None``) and bound to the dtype instance whose table is ``choices``."""
+        if len(self._known) >= _MAX_SIGNATURES:
+            return
+        try:
+            key = self._signature(args)
+        except Exception:  # raw pointers or array-interface objects: always the checked path
+            return
+        # Only where the checked path's conversion would not change a scalar can the fast
+        # path use it as given.
+        if all(type(args[i]) in plain for i, plain in self._plain):
+            self._known[key] = choices
+
+
+def _source(params: Sequence[Param], bucket_positions: Sequence[int]) -> str:
+    """``signature(args)`` and ``lookup(args)`` for this parameter list, unrolled."""
+    names = [f"a{i}" for i in range(len(params))]
+    pointers = [i for i, p in enumerate(params) if p.type[0] == "*"]
+    # The signature: (dtype, is_cuda) of a tensor, the type of a scalar. Folding is_cuda in
+    # means a CPU tensor's signature is never an accepted one.
+    key = _tuple([f"{a}.dtype, {a}.is_cuda" if i in pointers else f"type({a})"
+                  for i, a in enumerate(names)])  # fmt: skip
+    values = _tuple([f"{a}.data_ptr()" if i in pointers else a for i, a in enumerate(names)])
+    # struct packs i1/u1 as bytes, so their 0..1 range needs a test of its own.
+    refuse = [f"not values[{i}]" for i in pointers] + [
+        f"not 0 <= values[{i}] <= 1" for i, p in enumerate(params) if p.type in ("i1", "u1")
+    ]
+    if not bucket_positions:
+        bucket = "0"
+    elif len(bucket_positions) == 1:
+        bucket = f"bisect_left(bounds, values[{bucket_positions[0]}])"
+    else:
+        bucket = f"flat_bucket(boundaries, {_tuple([f'values[{i}]' for i in bucket_positions])})"
+    return f"""
+def signature(args):
+    {_tuple(names)} = args
+    return {key}
+
+
+def lookup(args):
+    try:
+        {_tuple(names)} = args
+        choices = known[{key}]
+        values = {values}
+    except Exception:  # an unseen signature, or not a tensor: the checked path decides
+        return None
+    if {" or ".join(refuse) or "False"}:  # null pointers, i1 out of range
+        return None
+    for fits, launcher in choices[{bucket}]:
+        if fits is None or fits(values):
+            return launcher, values
+    return None
+"""
+
+
+def _tuple(items: Sequence[str]) -> str:
+    return f"({', '.join(items)},)" if items else "()"
+
+
+def _generate(source: str, env: dict[str, Any]) -> dict[str, Any]:
+    """The functions defined by ``source`` (built from integers and fixed names only)."""
+    namespace = dict(env)
+    exec(compile(source, "<aotc fastcall>", "exec"), namespace)
+    return namespace
+
+
+def _plain_types(param: Param, grid_names: Collection[str]) -> tuple[type, ...]:
+    """Scalar types the fast path passes on unconverted: they pack the same bytes, pick
+    the same bucket and variant, and give the same grid as the checked path's values."""
+    if param.type.startswith("fp") or param.type == "bf16":
+        # An int packs as the same float; only a grid reading it would see the difference.
+        return (float,) if param.name in grid_names else (float, int)
+    return (int, bool)
