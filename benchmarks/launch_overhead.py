@@ -19,6 +19,7 @@ JIT with a warm cache.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import statistics
@@ -27,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -133,8 +135,46 @@ def per_call(bundle_path: str, n: int, repeats: int) -> dict[str, float]:
     torch.cuda.synchronize()
     out_stats = {name: statistics.median(s) for name, s in results.items()}
     out_stats["gpu_kernel_us"] = start.elapsed_time(end) * 1000 / 100
+    out_stats.update(breakdown(k, args, n, repeats))
     b.close()
     return out_stats
+
+
+def breakdown(k: Any, args: tuple[Any, ...], n: int, repeats: int) -> dict[str, float]:
+    """Where a fast-path call's host time goes: each piece timed alone, in a loop."""
+    import torch
+
+    launcher, values = k._fast.lookup(args)
+    handle = k._stream()
+    stream = ctypes.c_void_p(handle) if handle else None
+    gx, gy, gz = launcher.grid(*values)
+
+    def driver_only() -> None:  # the bare cuLaunchKernel, arguments prebuilt
+        launcher._launch(launcher._function_arg, gx, gy, gz, launcher.block, 1, 1,
+                         launcher.shared, stream, launcher.params, None)  # fmt: skip
+
+    def pack_and_grid() -> None:
+        launcher._buffer.pack(values)
+        launcher.grid(*values)
+
+    pieces = {
+        "part_driver_call": driver_only,
+        "part_stream_query": k._stream,
+        "part_lookup": lambda: k._fast.lookup(args),
+        "part_pack_grid": pack_and_grid,
+        "part_tensor_attrs": lambda: [(a.data_ptr(), a.dtype, a.is_cuda) for a in args[:3]],
+    }
+    out = {}
+    for name, fn in pieces.items():
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples.append((time.perf_counter() - t0) / n * 1e6)
+            torch.cuda.synchronize()
+        out[name] = statistics.median(samples)
+    return out
 
 
 def ready(bundle_path: str, runs: int) -> dict[str, dict[str, float]]:
@@ -181,6 +221,9 @@ def main() -> None:
     print(f"{'launcher':<16}{'µs/call':>10}{'vs triton':>12}")
     for name in ("triton_jit", "aotc", "aotc_checked", "aotc_raw_ptrs"):
         print(f"{name:<16}{calls[name]:>10.2f}{calls[name] / base:>11.2f}x")
+    print("where an aotc call's time goes (each piece alone, µs):")
+    for name in sorted(k for k in calls if k.startswith("part_")):
+        print(f"  {name.removeprefix('part_'):<16}{calls[name]:>8.2f}")
     print("\ntime to ready in a fresh process (s, median; after torch has made its inputs)")
     print(f"{'path':<14}{'import':>9}{'open':>9}{'1st call':>10}{'ready':>9}{'vs aotc':>10}")
     a = rdy["aotc"]["ready"]
