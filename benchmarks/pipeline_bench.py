@@ -160,8 +160,11 @@ def print_plan(args: argparse.Namespace) -> None:
 # --------------------------------------------------------------------------- latency
 
 
-def time_calls(fn: Callable[[], Any], args: argparse.Namespace) -> tuple[list[float], int]:
-    """Per-call µs of back-to-back calls, one sample per timed loop; and the calls per loop."""
+def time_calls(
+    fn: Callable[[], Any], args: argparse.Namespace
+) -> tuple[list[float], int, list[float]]:
+    """Per-call µs of back-to-back calls, one sample per timed loop; the calls per loop; and
+    the host's µs per call to submit them (the CPU a serving process spends)."""
     import torch
 
     for _ in range(args.warmup):
@@ -176,16 +179,18 @@ def time_calls(fn: Callable[[], Any], args: argparse.Namespace) -> tuple[list[fl
     end.synchronize()
     est_ms = start.elapsed_time(end) / 3
     n = max(5, min(5000, math.ceil(args.target_ms / max(est_ms, 1e-3))))
-    samples = []
+    samples, host = [], []
     for _ in range(args.repeats):
         torch.cuda.synchronize()
         start.record()
+        t0 = time.perf_counter()
         for _ in range(n):
             fn()
+        host.append((time.perf_counter() - t0) * 1e6 / n)
         end.record()
         end.synchronize()
         samples.append(start.elapsed_time(end) * 1e3 / n)
-    return samples, n
+    return samples, n, host
 
 
 def measure(prepare: Callable[[Any], Runner], x: Any, ref: Any, args: argparse.Namespace) -> Result:
@@ -198,12 +203,13 @@ def measure(prepare: Callable[[Any], Runner], x: Any, ref: Any, args: argparse.N
     fn()
     torch.cuda.synchronize()
     first = time.perf_counter() - t0
-    samples, n = time_calls(fn, args)
+    samples, n, host = time_calls(fn, args)
     if poison is not None:
         poison()
     err = rel_error(fn(), ref)  # before any other call: a CUDA graph's output is reused
     return {
         "us": statistics.median(samples),
+        "host_us": statistics.median(host),
         "samples": samples,
         "calls": n,
         "first_call_s": first,
@@ -508,7 +514,28 @@ def print_latency(args: argparse.Namespace, results: dict[str, Any]) -> None:
             lat[f"compile_{mode}"],
         )
     print('"-": not measured; "error": failed, message on stderr')
+    print_host(lat, paths, heads, w, rows)
     print_errors(args, lat, paths, rows)
+
+
+def print_host(
+    lat: dict[str, dict[str, Result]],
+    paths: list[str],
+    heads: dict[str, str],
+    w: dict[str, int],
+    rows: list[int],
+) -> None:
+    """The host's side of the same loops: µs of CPU per call, time the GPU does not see
+    while it is busy, but a serving process pays."""
+    print("\nhost time to submit one call, µs (CPU, same loops)")
+    print(f"{'M':>6}" + "".join(f"{heads[p]:>{w[p]}}" for p in paths))
+    for m in rows:
+        cells = []
+        for p in paths:
+            r = lat[p].get(str(m))
+            ok_ = r is not None and not r.get("error") and "host_us" in r
+            cells.append(f"{r['host_us']:.1f}" if ok_ and r is not None else "-")
+        print(f"{m:>6}" + "".join(f"{c:>{w[p]}}" for c, p in zip(cells, paths, strict=True)))
 
 
 def print_first_calls(name: str, what: str, results: dict[str, Result]) -> None:

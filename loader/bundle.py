@@ -223,9 +223,8 @@ class Launcher:
         )
         types = {p.name: p.type for p in spec.params}
         self.positions = tuple(param_index[n] for n in variant.abi)
-        self._buffer = ParamBuffer(
-            [types[n] for n in variant.abi], self.positions, variant.scratch_args
-        )
+        self.abi_types = tuple(types[n] for n in variant.abi)
+        self._buffer = ParamBuffer(self.abi_types, self.positions, variant.scratch_args)
         self.holders = self._buffer.holders
         self.params = self._buffer.params
         self.function = 0

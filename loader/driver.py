@@ -25,6 +25,27 @@ CUdeviceptr = ctypes.c_uint64
 CUgraph = ctypes.c_void_p
 CUgraphExec = ctypes.c_void_p
 CUevent = ctypes.c_void_p
+CUgraphNode = ctypes.c_void_p
+
+
+class KernelNodeParams(ctypes.Structure):
+    """CUDA_KERNEL_NODE_PARAMS_v2: what cuGraphExecKernelNodeSetParams gives a kernel node."""
+
+    _fields_ = [
+        ("func", ctypes.c_void_p),
+        ("gridDimX", ctypes.c_uint),
+        ("gridDimY", ctypes.c_uint),
+        ("gridDimZ", ctypes.c_uint),
+        ("blockDimX", ctypes.c_uint),
+        ("blockDimY", ctypes.c_uint),
+        ("blockDimZ", ctypes.c_uint),
+        ("sharedMemBytes", ctypes.c_uint),
+        ("kernelParams", ctypes.c_void_p),
+        ("extra", ctypes.c_void_p),
+        ("kern", ctypes.c_void_p),  # unused: func is set
+        ("ctx", ctypes.c_void_p),  # NULL: the current context
+    ]
+
 
 CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
 CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
@@ -110,6 +131,18 @@ _SIGNATURES: dict[str, tuple[str, list[Any]]] = {
         "cuMemcpyDtoDAsync_v2",
         [CUdeviceptr, CUdeviceptr, ctypes.c_size_t, CUstream],
     ),
+    "cuGraphGetNodes": (
+        "cuGraphGetNodes",
+        [CUgraph, ctypes.POINTER(CUgraphNode), ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "cuGraphNodeGetDependencies": (
+        "cuGraphNodeGetDependencies",
+        [CUgraphNode, ctypes.POINTER(CUgraphNode), ctypes.POINTER(ctypes.c_size_t)],
+    ),
+    "cuGraphExecKernelNodeSetParams": (
+        "cuGraphExecKernelNodeSetParams_v2",
+        [CUgraphExec, CUgraphNode, ctypes.POINTER(KernelNodeParams)],
+    ),
 }
 
 
@@ -153,6 +186,7 @@ class Driver:
         self.copy_raw = self._fn["cuMemcpyDtoDAsync"]
         self.record_raw = self._fn["cuEventRecord"]
         self.wait_raw = self._fn["cuStreamWaitEvent"]
+        self.node_params_raw = self._fn["cuGraphExecKernelNodeSetParams"]
         self.launch_untyped = _untyped(self.launch_raw)
 
     def error_name(self, code: int) -> str:
@@ -298,6 +332,35 @@ class Driver:
 
     def graph_exec_destroy(self, exec_: int) -> None:
         self.call("cuGraphExecDestroy", ctypes.c_void_p(exec_))
+
+    def graph_chain(self, graph: int) -> list[int] | None:
+        """The graph's nodes in dependency order, if they form one chain (what capturing
+        a sequence of launches on one stream gives); else None."""
+
+        def listing(name: str, handle: int) -> list[int]:
+            n = ctypes.c_size_t(0)
+            self.call(name, ctypes.c_void_p(handle), None, ctypes.byref(n))
+            out = (CUgraphNode * n.value)()
+            self.call(name, ctypes.c_void_p(handle), out, ctypes.byref(n))
+            return [v or 0 for v in out[: n.value]]
+
+        nodes = listing("cuGraphGetNodes", graph)
+        after: dict[int, int] = {}  # a node's single dependency -> the node
+        roots = []
+        for node in nodes:
+            deps = listing("cuGraphNodeGetDependencies", node)
+            if len(deps) > 1 or (deps and deps[0] in after):
+                return None
+            if deps:
+                after[deps[0]] = node
+            else:
+                roots.append(node)
+        if len(roots) != 1:
+            return None if nodes else []
+        chain = [roots[0]]
+        while chain[-1] in after:
+            chain.append(after[chain[-1]])
+        return chain if len(chain) == len(nodes) else None
 
 
 _driver: Driver | None = None

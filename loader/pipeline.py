@@ -7,7 +7,10 @@ pipeline's inputs, outputs and scratch, allocated once; weights are bound by add
 the pipeline is made, so the graph reads them in place. A call copies its inputs into the
 bucket's buffers (a size between buckets is padded up: rows past the call's size hold
 earlier data and are never returned), replays the graph and copies the call's rows of
-each output out, all on the caller's stream.
+each output out, all on the caller's stream. A call whose size is exactly a bucket's
+needs no copies: the graph's kernel nodes that read its inputs or write its outputs are
+pointed at the caller's tensors instead (cuGraphExecKernelNodeSetParams; nothing at all
+when the caller passes the same tensors as last time, as a serving loop does).
 
 Threads: a bucket's buffers are shared, so each bucket serializes its uses on the GPU: a
 call records an event after its last copy, and a call on another stream waits for it
@@ -17,6 +20,7 @@ first. The host work of one call (a few driver calls) runs under the bucket's lo
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 import sys
 import threading
@@ -25,9 +29,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import args as _args
-from .driver import CUDA_ERROR_INVALID_CONTEXT
+from .driver import CUDA_ERROR_INVALID_CONTEXT, KernelNodeParams
 from .errors import ArgumentError, BundleError, CudaError
 from .expr import ExprError, compile_function, parse
+from .fastcall import ParamBuffer
 from .manifest import PipelineSpec, PipelineTensor
 
 if TYPE_CHECKING:
@@ -46,6 +51,8 @@ _TORCH_NAMES = {
     "i1": "bool", "fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2",
 }  # fmt: skip
 _ALIGN = 256  # what cuMemAlloc guarantees; every buffer in an arena starts on it
+# A step at one bucket: launcher, argument values, (value position, input/output index).
+_Call = tuple["Launcher", list[Any], list[tuple[int, int]]]
 
 
 class _Port:
@@ -83,8 +90,15 @@ class _Graph:
         exec_: int,
         event: int,
         ports: tuple[list[_Port], list[_Port]],
+        graph: int = 0,
+        bindings: list[_Binding] | None = None,
     ):
         self.arena, self.size, self.addrs = arena, size, addrs
+        self.graph = graph  # kept: its nodes name the instantiated graph's nodes
+        # The nodes that touch inputs or outputs (None: cannot be rebound, always copy),
+        # and the caller addresses they are bound to now (None: the bucket's own buffers).
+        self.bindings = bindings
+        self.bound: tuple[int, ...] | None = None
         # (buffer address, bytes per row) of each input and each output, in call order
         self.ins = [(addrs[p.name], p.row_bytes) for p in ports[0]]
         self.outs = [(addrs[p.name], p.row_bytes) for p in ports[1]]
@@ -92,6 +106,39 @@ class _Graph:
         self.event = event
         self.last_stream: int | None = None
         self.lock = threading.Lock()
+
+
+class _Binding:
+    """A graph node that reads an input or writes an output, and how to point it at a
+    caller's tensors: its kernel's values with those addresses replaced, packed into a
+    parameter buffer of the node's own and given to the instantiated graph."""
+
+    def __init__(
+        self, node: int, launcher: Launcher, values: list[Any], slots: list[tuple[int, int]]
+    ):
+        self.node = ctypes.c_void_p(node)
+        self.values = values  # the bucket's own buffers
+        self.slots = slots  # (value position, index into the call's inputs + outputs)
+        self.buffer = ParamBuffer(
+            launcher.abi_types, launcher.positions, launcher.variant.scratch_args
+        )
+        gx, gy, gz = launcher.grid(*values)
+        self.params = KernelNodeParams(
+            launcher.function, gx, gy, gz, launcher.block, 1, 1, launcher.shared,
+            ctypes.addressof(self.buffer.params), None, None, None,
+        )  # fmt: skip
+        self.ref = ctypes.byref(self.params)
+
+    def point(self, drv: Any, exec_: Any, addrs: Sequence[int] | None) -> int:
+        """Point the node at the call's tensors (``addrs``, inputs then outputs), or back
+        at the bucket's buffers (None). Returns the driver's result code."""
+        values = list(self.values)
+        if addrs is not None:
+            for pos, which in self.slots:
+                values[pos] = addrs[which]
+        self.buffer.pack(values)
+        code: int = drv.node_params_raw(exec_, self.node, self.ref)
+        return code
 
 
 class Pipeline:
@@ -268,25 +315,29 @@ class Pipeline:
             calls = self._resolve(addrs, env)
             if not self._capture_stream:
                 self._capture_stream = drv.stream_create()
-            exec_ = self._record(calls)
+            exec_, graph, bindings = self._record(calls)
             event = drv.event_create()
         except BaseException:
             drv.mem_free(arena)
             raise
-        return _Graph(arena, total, addrs, exec_, event, (self._ports_in, self._ports_out))
+        ports = (self._ports_in, self._ports_out)
+        return _Graph(arena, total, addrs, exec_, event, ports, graph, bindings)
 
-    def _resolve(
-        self, addrs: Mapping[str, int], env: tuple[int, ...]
-    ) -> list[tuple[Launcher, list[Any]]]:
-        """Each step's launcher and argument values at this bucket, its module loaded."""
+    def _resolve(self, addrs: Mapping[str, int], env: tuple[int, ...]) -> list[_Call]:
+        """Each step's launcher and argument values at this bucket, its module loaded, and
+        which values are the addresses of inputs or outputs (for binding)."""
+        ports = {name: i for i, name in enumerate(self.inputs + self.outputs)}
         calls = []
         for kernel, makers in self._steps:
             values: list[Any] = []
             seen: dict[int, str] = {}
+            slots = []
             for i, (kind, what) in enumerate(makers):
                 if kind == "tensor":
                     values.append(addrs[what])
                     seen[i] = self.spec.tensor(what).dtype
+                    if what in ports:
+                        slots.append((i, ports[what]))
                 elif kind == "int":
                     values.append(what(*env)[0])
                 else:
@@ -294,15 +345,16 @@ class Pipeline:
             inst = kernel._instance(seen, None)
             launcher = kernel.select(values, inst)[1]
             launcher.load()  # module loads are not stream work: do them outside the capture
-            calls.append((launcher, values))
+            calls.append((launcher, values, slots))
         return calls
 
-    def _record(self, calls: list[tuple[Launcher, list[Any]]]) -> int:
+    def _record(self, calls: list[_Call]) -> tuple[int, int, list[_Binding] | None]:
+        """Capture, instantiate and upload the graph; find the nodes to bind."""
         drv = self.bundle.device.drv
         stream = self._capture_stream
         drv.begin_capture(stream)
         try:
-            for launcher, values in calls:
+            for launcher, values, _ in calls:
                 launcher.launch(values, stream)
         except BaseException:
             with contextlib.suppress(CudaError):  # the launch error is the one to report
@@ -311,11 +363,27 @@ class Pipeline:
         graph = drv.end_capture(stream)
         try:
             exec_ = drv.instantiate(graph)
-        finally:
+            bindings = self._bindings(graph, calls)
+        except BaseException:
             drv.graph_destroy(graph)
+            raise
         drv.graph_upload(exec_, stream)
         drv.synchronize(stream)
-        return exec_
+        return exec_, graph, bindings
+
+    def _bindings(self, graph: int, calls: list[_Call]) -> list[_Binding] | None:
+        """The nodes of launches that touch inputs or outputs. Capturing one stream's
+        launches gives a chain of nodes in launch order (a step with an empty grid
+        launches nothing); anything else, and the bucket always copies."""
+        launched = [c for c in calls if min(c[0].grid(*c[1])) > 0]
+        chain = self.bundle.device.drv.graph_chain(graph)
+        if chain is None or len(chain) != len(launched):
+            return None
+        return [
+            _Binding(node, launcher, values, slots)
+            for node, (launcher, values, slots) in zip(chain, launched, strict=True)
+            if slots
+        ]
 
     # -- calls --------------------------------------------------------------------------
 
@@ -337,11 +405,13 @@ class Pipeline:
             outs = self._outputs(given, sizes)
             return outs[0] if len(outs) == 1 else tuple(outs)
         key: list[int] = []
+        exact = True  # the call's size is its bucket's: no padding, so no copies needed
         for bounds, size in zip(self._bounds, sizes, strict=False):
             b = bisect_left(bounds, size)
             if b == len(bounds):
                 self._bucket_of(self.dims[len(key)], bounds, size)  # raises, naming the limit
             key.append(b)
+            exact = exact and bounds[b] == size
         outs = self._outputs(given, sizes)
         dsts = []
         for port, out in zip(self._ports_out, outs, strict=True):
@@ -353,7 +423,7 @@ class Pipeline:
             dsts.append((addr, lead))
         handle = self._stream() if stream is None else _args.stream_handle(stream)
         k = tuple(key)
-        self._run(self._graphs.get(k) or self._graph(k), srcs, dsts, handle)
+        self._run(self._graphs.get(k) or self._graph(k), srcs, dsts, handle, exact)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _gather(self, tensors: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
@@ -433,7 +503,12 @@ class Pipeline:
         return outs
 
     def _run(
-        self, g: _Graph, srcs: list[tuple[int, int]], dsts: list[tuple[int, int]], stream: int
+        self,
+        g: _Graph,
+        srcs: list[tuple[int, int]],
+        dsts: list[tuple[int, int]],
+        stream: int,
+        exact: bool,
     ) -> None:
         drv = self._drv
         copy = drv.copy_raw
@@ -445,6 +520,20 @@ class Pipeline:
                     self.bundle.device.make_current()  # a thread new to CUDA
                     code = drv.wait_raw(stream, g.event, 0)
                 _check(drv, code, "cuStreamWaitEvent", self.name)
+            if exact and g.bindings is not None:
+                addrs = tuple([a for a, _ in srcs] + [a for a, _ in dsts])
+                # Variants may assume 16-byte alignment, which the bucket's buffers have.
+                if g.bound == addrs or (not any(a & 15 for a in addrs) and self._bind(g, addrs)):
+                    code = drv.graph_launch_raw(g.exec, stream)
+                    if code:
+                        _check(drv, code, "cuGraphLaunch", self.name)
+                    code = drv.record_raw(g.event, stream)
+                    if code:
+                        _check(drv, code, "cuEventRecord", self.name)
+                    g.last_stream = stream
+                    return
+            if g.bound is not None:
+                self._bind(g, None)
             for (buf, row), (src, lead) in zip(g.ins, srcs, strict=False):
                 code = copy(buf, src, lead * row, stream)
                 if code:
@@ -460,6 +549,16 @@ class Pipeline:
             if code:
                 _check(drv, code, "cuEventRecord", self.name)
             g.last_stream = stream
+
+    def _bind(self, g: _Graph, addrs: tuple[int, ...] | None) -> bool:
+        """Point the bucket's input and output nodes at ``addrs`` (None: its own buffers)."""
+        assert g.bindings is not None
+        g.bound = (-1,)  # unknown until every node took its new parameters
+        for b in g.bindings:
+            _check(self._drv, b.point(self._drv, g.exec, addrs), "cuGraphExecKernelNodeSetParams",
+                   self.name)  # fmt: skip
+        g.bound = addrs
+        return True
 
     # -- inspection and teardown ----------------------------------------------------------
 
@@ -486,6 +585,7 @@ class Pipeline:
             for g in self._graphs.values():
                 with g.lock:
                     drv.graph_exec_destroy(g.exec)
+                    drv.graph_destroy(g.graph)
                     drv.event_destroy(g.event)
                     drv.mem_free(g.arena)
             self._graphs.clear()

@@ -81,6 +81,7 @@ class FakeLib:
     ops: list[tuple[Any, ...]] = field(default_factory=list)  # stream-ordered calls, in order
     capturing: dict[int, list[Launch]] = field(default_factory=dict)  # stream -> launches
     graphs: dict[int, list[Launch]] = field(default_factory=dict)
+    nodes: dict[int, tuple[int, int]] = field(default_factory=dict)  # node -> (graph, index)
     execs: dict[int, list[Launch]] = field(default_factory=dict)
     events: set[int] = field(default_factory=set)
     streams: set[int] = field(default_factory=set)
@@ -258,7 +259,36 @@ class FakeLib:
     def cuStreamEndCapture(self, stream: Any, out: Any) -> int:
         h = self._handle()
         self.graphs[h] = self.capturing.pop(_v(stream))
+        # One node per captured launch, each depending on the one before.
+        for i in range(len(self.graphs[h])):
+            self.nodes[h * 1000 + i] = (h, i)
         self._out(out, h)
+        return 0
+
+    def _listing(self, handles: list[int], out: Any, count: Any) -> int:
+        if out is not None:
+            for i, node in enumerate(handles):
+                out[i] = node
+        count._obj.value = len(handles)
+        return 0
+
+    def cuGraphGetNodes(self, graph: Any, out: Any, count: Any) -> int:
+        g = _v(graph)
+        return self._listing([g * 1000 + i for i in range(len(self.graphs[g]))], out, count)
+
+    def cuGraphNodeGetDependencies(self, node: Any, out: Any, count: Any) -> int:
+        g, i = self.nodes[_v(node)]
+        return self._listing([g * 1000 + i - 1] if i else [], out, count)
+
+    def cuGraphExecKernelNodeSetParams_v2(self, exec_: Any, node: Any, ref: Any) -> int:
+        p = ref._obj
+        _, i = self.nodes[_v(node)]
+        old = self.execs[_v(exec_)][i]
+        array = (ctypes.c_void_p * len(old.params)).from_address(p.kernelParams)
+        words = [ctypes.c_uint64.from_address(array[k]).value for k in range(len(old.params))]
+        grid = (p.gridDimX, p.gridDimY, p.gridDimZ)
+        self.execs[_v(exec_)][i] = Launch(p.func, grid, p.blockDimX, p.sharedMemBytes, 0, words)
+        self.ops.append(("set_params", _v(exec_), i))
         return 0
 
     def cuGraphInstantiateWithFlags(self, out: Any, graph: Any, flags: int) -> int:

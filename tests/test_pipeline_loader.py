@@ -123,7 +123,7 @@ def test_call_copies_in_replays_and_copies_the_rows_out(
     bundle: loader.Bundle, fake: FakeLib
 ) -> None:
     twice = bundle.pipeline("twice")
-    twice.warmup(M=[7])
+    twice.warmup(M=[7])  # M=7 pads up to the bucket of 16
     fake.ops.clear()
     x, out = HostTensor(7, fill=1.0), HostTensor(7)
     twice(x, out, stream=0x77)
@@ -227,11 +227,11 @@ def test_a_failed_capture_frees_its_buffers_and_leaves_no_capture(
 ) -> None:
     twice = bundle.pipeline("twice")
     twice.warmup(M=[1])
-    held = set(fake.memory)
+    held, graphs = set(fake.memory), set(fake.graphs)
     fake.fail_launch = 700
     with pytest.raises(loader.CudaError, match="ILLEGAL_ADDRESS"):
         twice(HostTensor(4), HostTensor(4))
-    assert set(fake.memory) == held and not fake.capturing and not fake.graphs
+    assert set(fake.memory) == held and not fake.capturing and set(fake.graphs) == graphs
     fake.fail_launch = 0
     x, out = HostTensor(4, fill=1.0), HostTensor(4)
     twice(x, out)
@@ -249,9 +249,10 @@ def test_close_frees_graphs_events_streams_and_buffers(
 ) -> None:
     twice = bundle.pipeline("twice")
     twice.warmup()
-    assert fake.memory and fake.execs and fake.events and fake.streams
+    assert fake.memory and fake.execs and fake.graphs and fake.events and fake.streams
     bundle.close()
-    assert not fake.memory and not fake.execs and not fake.events and not fake.streams
+    assert not fake.memory and not fake.execs and not fake.graphs
+    assert not fake.events and not fake.streams
     with pytest.raises(loader.ArgumentError, match="is closed"):
         twice(HostTensor(2), HostTensor(2))
 
@@ -283,3 +284,67 @@ def test_threads_on_their_own_streams_get_their_own_results(
         t.join()
     assert not errors, errors[:5]
     assert len(fake.execs) == 3  # every bucket captured exactly once
+
+
+class Offset(HostTensor):
+    """A view of ones that starts 2 bytes into its buffer: not 16-byte aligned."""
+
+    def __init__(self, rows: int):
+        super().__init__(rows)
+        self.buf = ctypes.create_string_buffer(rows * 64 * 2 + 16)
+        struct.pack_into(f"<{rows * 64 + 8}e", self.buf, 0, *[1.0] * (rows * 64 + 8))
+
+    def data_ptr(self) -> int:
+        return super().data_ptr() + 2
+
+
+def test_an_exact_size_call_binds_the_callers_tensors_instead_of_copying(
+    bundle: loader.Bundle, fake: FakeLib
+) -> None:
+    twice = bundle.pipeline("twice")
+    twice.warmup(M=[16])
+    x, out = HostTensor(16, fill=1.0), HostTensor(16)
+    fake.ops.clear()
+    twice(x, out, stream=0x77)
+    kinds = [op[0] for op in fake.ops if op[0] != "launch"]
+    # x feeds step 0, out is written by step 1: both nodes point at the caller's tensors.
+    assert kinds == ["wait", "set_params", "set_params", "graph", "record"]
+    assert out.rows() == expect(x, 6.0)
+    replayed = [launch for launch in fake.launches if launch.replayed]
+    assert replayed[0].params[0] == x.data_ptr() and replayed[1].params[1] == out.data_ptr()
+    fake.ops.clear()
+    twice(x, out, stream=0x77)  # the same tensors again: nothing to change
+    assert [op[0] for op in fake.ops if op[0] != "launch"] == ["graph", "record"]
+    x2, out2 = HostTensor(16, fill=3.0), HostTensor(16)
+    fake.ops.clear()
+    twice(x2, out2, stream=0x77)
+    assert [op[0] for op in fake.ops].count("set_params") == 2
+    assert out2.rows() == expect(x2, 6.0) and out.rows() == expect(x, 6.0)
+    # A padded call points the nodes back at the bucket's own buffers, then copies.
+    x3, out3 = HostTensor(9, fill=2.0), HostTensor(9)
+    fake.ops.clear()
+    twice(x3, out3, stream=0x77)
+    kinds = [op[0] for op in fake.ops if op[0] != "launch"]
+    assert kinds == ["set_params", "set_params", "copy", "graph", "copy", "record"]
+    assert out3.rows() == expect(x3, 6.0) and out2.rows() == expect(x2, 6.0)
+
+
+def test_misaligned_tensors_are_copied_not_bound(bundle: loader.Bundle, fake: FakeLib) -> None:
+    twice = bundle.pipeline("twice")
+    x, out = Offset(16), HostTensor(16)
+    fake.ops.clear()
+    twice(x, out)
+    assert "set_params" not in [op[0] for op in fake.ops]
+    assert [op[0] for op in fake.ops].count("copy") == 2
+    assert out.rows() == [[6.0] * 64] * 16
+
+
+def test_a_graph_that_is_not_a_chain_always_copies(
+    bundle: loader.Bundle, fake: FakeLib, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bundle.device.drv, "graph_chain", lambda graph: None)
+    twice = bundle.pipeline("twice")
+    x, out = HostTensor(16, fill=1.0), HostTensor(16)
+    twice(x, out)
+    assert "set_params" not in [op[0] for op in fake.ops]
+    assert out.rows() == expect(x, 6.0)

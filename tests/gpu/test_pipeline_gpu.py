@@ -131,3 +131,28 @@ def test_threads_on_their_own_streams(setup: Any) -> None:
     for t in threads:
         t.join()
     assert not errors, errors[:5]
+
+
+def test_exact_sizes_bind_the_callers_tensors(setup: Any) -> None:
+    """At a bucket's own size the graph reads and writes the caller's tensors (no copies);
+    the same tensors again change nothing; other tensors, padded calls and misaligned
+    views switch back and forth, and every result stays right."""
+    import torch
+
+    b, mlp, w = setup
+    x, out = torch.randn(16, H, device="cuda", dtype=torch.bfloat16), None
+    out = torch.empty_like(x)
+    want = steps(b, x, w)
+    for _ in range(3):
+        out.zero_()
+        assert torch.equal(mlp(x, out), want)
+    x2 = torch.randn(16, H, device="cuda", dtype=torch.bfloat16)
+    assert torch.equal(mlp(x2), steps(b, x2, w))
+    x3 = torch.randn(13, H, device="cuda", dtype=torch.bfloat16)  # padded to 16: copies
+    assert torch.equal(mlp(x3), steps(b, x3, w))
+    assert torch.equal(mlp(x, out), want)
+    raw = torch.randn(16 * H + 1, device="cuda", dtype=torch.bfloat16)
+    view = raw[1:].view(16, H)  # 2 bytes past an aligned address
+    assert view.data_ptr() % 16 == 2
+    assert rel_error(mlp(view), torch_mlp(view, w)) < 2e-2
+    torch.cuda.synchronize()
