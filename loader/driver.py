@@ -61,8 +61,9 @@ CU_EVENT_DISABLE_TIMING = 2
 # while this thread captures, and do not invalidate the capture.
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 
-# name -> (argtypes). All return CUresult. The _v2 names are the ABI the headers map to.
-_SIGNATURES: dict[str, tuple[str, list[Any]]] = {
+# name -> (symbol, or symbols to try in order; argtypes). All return CUresult. The _v2
+# names are the ABI the headers map to.
+_SIGNATURES: dict[str, tuple[str | tuple[str, ...], list[Any]]] = {
     "cuInit": ("cuInit", [ctypes.c_uint]),
     "cuDriverGetVersion": ("cuDriverGetVersion", [ctypes.POINTER(ctypes.c_int)]),
     "cuDeviceGet": ("cuDeviceGet", [ctypes.POINTER(CUdevice), ctypes.c_int]),
@@ -135,12 +136,15 @@ _SIGNATURES: dict[str, tuple[str, list[Any]]] = {
         "cuGraphGetNodes",
         [CUgraph, ctypes.POINTER(CUgraphNode), ctypes.POINTER(ctypes.c_size_t)],
     ),
-    "cuGraphNodeGetDependencies": (
-        "cuGraphNodeGetDependencies",
-        [CUgraphNode, ctypes.POINTER(CUgraphNode), ctypes.POINTER(ctypes.c_size_t)],
+    # CUDA 12 names these _v2 (the unversioned ones take the shorter v1 struct); CUDA 13
+    # drops the suffix. KernelNodeParams is the v2 struct, which only adds fields at the
+    # end, so either symbol reads or fills what it knows of it.
+    "cuGraphKernelNodeGetParams": (
+        ("cuGraphKernelNodeGetParams_v2", "cuGraphKernelNodeGetParams"),
+        [CUgraphNode, ctypes.POINTER(KernelNodeParams)],
     ),
     "cuGraphExecKernelNodeSetParams": (
-        "cuGraphExecKernelNodeSetParams_v2",
+        ("cuGraphExecKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams"),
         [CUgraphExec, CUgraphNode, ctypes.POINTER(KernelNodeParams)],
     ),
 }
@@ -164,6 +168,15 @@ def _untyped(fn: Any) -> Callable[..., int]:
     return launch
 
 
+def _resolve(lib: Any, symbols: tuple[str, ...]) -> Any:
+    for symbol in symbols[:-1]:
+        try:
+            return getattr(lib, symbol)
+        except AttributeError:
+            continue
+    return getattr(lib, symbols[-1])
+
+
 class Driver:
     """The CUDA driver API, loaded from ``libcuda.so.1`` (or a stand-in, for tests)."""
 
@@ -174,8 +187,8 @@ class Driver:
             self._get_error_name.argtypes = [CUresult, ctypes.POINTER(ctypes.c_char_p)]
             self._get_error_name.restype = CUresult
         self._fn: dict[str, Callable[..., int]] = {}
-        for name, (symbol, argtypes) in _SIGNATURES.items():
-            fn = getattr(lib, symbol)
+        for name, (symbols, argtypes) in _SIGNATURES.items():
+            fn = _resolve(lib, (symbols,) if isinstance(symbols, str) else symbols)
             if hasattr(fn, "argtypes"):
                 fn.argtypes = argtypes
                 fn.restype = CUresult
@@ -333,34 +346,18 @@ class Driver:
     def graph_exec_destroy(self, exec_: int) -> None:
         self.call("cuGraphExecDestroy", ctypes.c_void_p(exec_))
 
-    def graph_chain(self, graph: int) -> list[int] | None:
-        """The graph's nodes in dependency order, if they form one chain (what capturing
-        a sequence of launches on one stream gives); else None."""
-
-        def listing(name: str, handle: int) -> list[int]:
-            n = ctypes.c_size_t(0)
-            self.call(name, ctypes.c_void_p(handle), None, ctypes.byref(n))
-            out = (CUgraphNode * n.value)()
-            self.call(name, ctypes.c_void_p(handle), out, ctypes.byref(n))
-            return [v or 0 for v in out[: n.value]]
-
-        nodes = listing("cuGraphGetNodes", graph)
-        after: dict[int, int] = {}  # a node's single dependency -> the node
-        roots = []
-        for node in nodes:
-            deps = listing("cuGraphNodeGetDependencies", node)
-            if len(deps) > 1 or (deps and deps[0] in after):
-                return None
-            if deps:
-                after[deps[0]] = node
-            else:
-                roots.append(node)
-        if len(roots) != 1:
-            return None if nodes else []
-        chain = [roots[0]]
-        while chain[-1] in after:
-            chain.append(after[chain[-1]])
-        return chain if len(chain) == len(nodes) else None
+    def graph_kernel_nodes(self, graph: int) -> list[tuple[int, int, tuple[int, int, int]]]:
+        """(node, function, grid) of each of the graph's nodes, in the driver's order."""
+        n = ctypes.c_size_t(0)
+        self.call("cuGraphGetNodes", ctypes.c_void_p(graph), None, ctypes.byref(n))
+        nodes = (CUgraphNode * n.value)()
+        self.call("cuGraphGetNodes", ctypes.c_void_p(graph), nodes, ctypes.byref(n))
+        out = []
+        for node in nodes[: n.value]:
+            p = KernelNodeParams()
+            self.call("cuGraphKernelNodeGetParams", ctypes.c_void_p(node), ctypes.byref(p))
+            out.append((node or 0, p.func or 0, (p.gridDimX, p.gridDimY, p.gridDimZ)))
+        return out
 
 
 _driver: Driver | None = None

@@ -373,17 +373,28 @@ class Pipeline:
 
     def _bindings(self, graph: int, calls: list[_Call]) -> list[_Binding] | None:
         """The nodes of launches that touch inputs or outputs. Capturing one stream's
-        launches gives a chain of nodes in launch order (a step with an empty grid
-        launches nothing); anything else, and the bucket always copies."""
+        launches gives one kernel node per launch (a step with an empty grid launches
+        nothing), listed in launch order; unless each node's function and grid say so,
+        or the driver cannot tell, the bucket always copies."""
         launched = [c for c in calls if min(c[0].grid(*c[1])) > 0]
-        chain = self.bundle.device.drv.graph_chain(graph)
-        if chain is None or len(chain) != len(launched):
+        try:
+            nodes = self.bundle.device.drv.graph_kernel_nodes(graph)
+        except CudaError:
+            return None
+        expected = [(c[0].function, tuple(c[0].grid(*c[1]))) for c in launched]
+        if [(func, grid) for _, func, grid in nodes] != expected:
             return None
         return [
             _Binding(node, launcher, values, slots)
-            for node, (launcher, values, slots) in zip(chain, launched, strict=True)
+            for (node, _, _), (launcher, values, slots) in zip(nodes, launched, strict=True)
             if slots
         ]
+
+    @property
+    def binds(self) -> dict[int, bool]:
+        """Per captured bucket (by index), whether exact-size calls bind the caller's
+        tensors (True) or copy (False: the driver could not map the graph's nodes)."""
+        return {key[0]: g.bindings is not None for key, g in sorted(self._graphs.items())}
 
     # -- calls --------------------------------------------------------------------------
 

@@ -276,9 +276,13 @@ class FakeLib:
         g = _v(graph)
         return self._listing([g * 1000 + i for i in range(len(self.graphs[g]))], out, count)
 
-    def cuGraphNodeGetDependencies(self, node: Any, out: Any, count: Any) -> int:
+    def cuGraphKernelNodeGetParams_v2(self, node: Any, ref: Any) -> int:
         g, i = self.nodes[_v(node)]
-        return self._listing([g * 1000 + i - 1] if i else [], out, count)
+        launch = self.graphs[g][i]
+        p = ref._obj
+        p.func = launch.function
+        p.gridDimX, p.gridDimY, p.gridDimZ = launch.grid
+        return 0
 
     def cuGraphExecKernelNodeSetParams_v2(self, exec_: Any, node: Any, ref: Any) -> int:
         p = ref._obj

@@ -309,7 +309,7 @@ def test_an_exact_size_call_binds_the_callers_tensors_instead_of_copying(
     kinds = [op[0] for op in fake.ops if op[0] != "launch"]
     # x feeds step 0, out is written by step 1: both nodes point at the caller's tensors.
     assert kinds == ["wait", "set_params", "set_params", "graph", "record"]
-    assert out.rows() == expect(x, 6.0)
+    assert out.rows() == expect(x, 6.0) and twice.binds == {1: True}
     replayed = [launch for launch in fake.launches if launch.replayed]
     assert replayed[0].params[0] == x.data_ptr() and replayed[1].params[1] == out.data_ptr()
     fake.ops.clear()
@@ -339,12 +339,15 @@ def test_misaligned_tensors_are_copied_not_bound(bundle: loader.Bundle, fake: Fa
     assert out.rows() == [[6.0] * 64] * 16
 
 
-def test_a_graph_that_is_not_a_chain_always_copies(
+def test_a_graph_whose_nodes_cannot_be_read_always_copies(
     bundle: loader.Bundle, fake: FakeLib, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bundle.device.drv, "graph_chain", lambda graph: None)
+    def fails(graph: int) -> None:
+        raise loader.CudaError(1, "CUDA_ERROR_INVALID_VALUE", "cuGraphGetNodes")
+
+    monkeypatch.setattr(bundle.device.drv, "graph_kernel_nodes", fails)
     twice = bundle.pipeline("twice")
     x, out = HostTensor(16, fill=1.0), HostTensor(16)
     twice(x, out)
     assert "set_params" not in [op[0] for op in fake.ops]
-    assert out.rows() == expect(x, 6.0)
+    assert out.rows() == expect(x, 6.0) and twice.binds == {1: False}

@@ -146,6 +146,7 @@ def test_exact_sizes_bind_the_callers_tensors(setup: Any) -> None:
     for _ in range(3):
         out.zero_()
         assert torch.equal(mlp(x, out), want)
+    assert all(mlp.binds.values()), mlp.binds  # the driver let us map every graph's nodes
     x2 = torch.randn(16, H, device="cuda", dtype=torch.bfloat16)
     assert torch.equal(mlp(x2), steps(b, x2, w))
     x3 = torch.randn(13, H, device="cuda", dtype=torch.bfloat16)  # padded to 16: copies
