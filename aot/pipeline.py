@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from loader.args import INT_RANGES
-from loader.expr import Expr, ExprError, parse
+from loader.expr import Expr, parse
 from loader.manifest import ELEMENT_TYPES, INT_TYPES, ROLES, PipelineSpec, PipelineStep
 from loader.manifest import PipelineTensor as Tensor
 
@@ -98,12 +98,7 @@ def _buckets(v: _Validator, p: Mapping[str, Any], w: str) -> dict[str, tuple[int
         key = f"{w}.buckets.{dim}"
         if not _IDENT.match(dim):
             v.fail(key, "a dimension must be an identifier")
-        if not isinstance(bounds, list) or not bounds:
-            v.fail(key, "must be a non-empty list of upper bounds, e.g. [1, 16, 128, 1024]")
-        ints = [v.int_value(b, key, minimum=1) for b in bounds]
-        if ints != sorted(set(ints)):
-            v.fail(key, f"{ints} must be strictly increasing")
-        out[dim] = tuple(ints)
+        out[dim] = v.bounds(bounds, key)
     combos = 1
     for b in out.values():
         combos *= len(b)
@@ -141,14 +136,8 @@ def _tensors(
         for item in shape_raw:
             if isinstance(item, bool) or not isinstance(item, int | str):
                 v.fail(f"{key}.shape", f"{item!r}: use integers and dimension names")
-            try:
-                e = parse(str(item))
-            except ExprError as exc:
-                v.fail(f"{key}.shape", str(exc))
-            if e.names - dims:
-                v.fail(f"{key}.shape", f"unknown name(s) {_sorted(e.names - dims)}; the "
-                       f"pipeline's dimensions are {_sorted(dims)}")  # fmt: skip
-            shape.append(e)
+            hint = f"the pipeline's dimensions are {_sorted(dims)}"
+            shape.append(v.expr(item, f"{key}.shape", dims, hint))
         _role_shape(v, f"{key}.shape", role, shape, dims)
         out[name] = _T(role, dtype, tuple(shape))
     if not out:
@@ -296,14 +285,8 @@ def _bind(
             if isinstance(raw, bool) or not isinstance(raw, int | str):
                 v.fail(f"{sw}.args.{p}", f"{raw!r}: give an integer or an expression of "
                        f"{_sorted(dims)}")  # fmt: skip
-            try:
-                e = parse(str(raw))
-            except ExprError as exc:
-                v.fail(f"{sw}.args.{p}", str(exc))
-            if e.names - dims:
-                v.fail(f"{sw}.args.{p}", f"unknown name(s) {_sorted(e.names - dims)}; "
-                       f"expressions read the pipeline's dimensions {_sorted(dims)}")  # fmt: skip
-            bound[p] = e
+            hint = f"expressions read the pipeline's dimensions {_sorted(dims)}"
+            bound[p] = v.expr(raw, f"{sw}.args.{p}", dims, hint)
     for p, tname in pointers.items():
         t = tensors[tname]
         declared = kr.shapes[p]

@@ -243,6 +243,25 @@ class _Validator:
             )
         return value
 
+    def bounds(self, raw: Any, key: str) -> tuple[int, ...]:
+        """A list of bucket upper bounds: positive and strictly increasing."""
+        if not isinstance(raw, list) or not raw:
+            self.fail(key, "must be a non-empty list of upper bounds, e.g. [1, 16, 128, 1024]")
+        ints = [self.int_value(b, key, minimum=1) for b in raw]
+        if ints != sorted(set(ints)):
+            self.fail(key, f"{ints} must be strictly increasing")
+        return tuple(ints)
+
+    def expr(self, raw: Any, key: str, names: set[str], hint: str) -> Expr:
+        """An integer expression that reads only ``names`` (``hint`` says which they are)."""
+        try:
+            e = parse(str(raw))
+        except ExprError as exc:
+            self.fail(key, str(exc))
+        if e.names - names:
+            self.fail(key, f"unknown name(s) {_sorted(e.names - names)}; {hint}")
+        return e
+
     def int_value(self, value: Any, key: str, minimum: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(key, f"must be an integer, got {value!r}")
@@ -349,12 +368,7 @@ def _kernel(v: _Validator, k: Mapping[str, Any], index: int, root: Path) -> Kern
         key = f"{w}.buckets.{key_name}"
         if key_name not in int_params:
             v.fail(key, f"bucket keys must be integer arguments; choose from {int_params}")
-        if not isinstance(bounds, list) or not bounds:
-            v.fail(key, "must be a non-empty list of upper bounds, e.g. [1, 16, 128, 1024]")
-        ints = [v.int_value(b, key, minimum=1) for b in bounds]
-        if ints != sorted(set(ints)):
-            v.fail(key, f"{ints} must be strictly increasing")
-        buckets[key_name] = tuple(ints)
+        buckets[key_name] = v.bounds(bounds, key)
 
     sizes: dict[str, int] = {}
     for sname, value in v.table(k, "sizes", w).items():
@@ -494,17 +508,8 @@ def _access(
                 v.fail(key, f"not a pointer argument; {hint}")
             if not isinstance(raw, list) or not raw:
                 v.fail(key, 'must be a non-empty list of expressions, e.g. ["M", "K"]')
-            exprs = []
-            for item in raw:
-                try:
-                    e = parse(str(item))
-                except ExprError as exc:
-                    v.fail(key, str(exc))
-                if e.names - ints:
-                    v.fail(key, f"unknown name(s) {_sorted(e.names - ints)}; use integer "
-                           f"arguments of the signature: {_sorted(ints)}")  # fmt: skip
-                exprs.append(e)
-            out[pname] = tuple(exprs)
+            hint = f"use integer arguments of the signature: {_sorted(ints)}"
+            out[pname] = tuple(v.expr(item, key, ints, hint) for item in raw)
         return out
 
     shapes, strides = dims("shapes"), dims("strides")

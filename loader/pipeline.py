@@ -531,37 +531,44 @@ class Pipeline:
                     self.bundle.device.make_current()  # a thread new to CUDA
                     code = drv.wait_raw(stream, g.event, 0)
                 _check(drv, code, "cuStreamWaitEvent", self.name)
-            if exact and g.bindings is not None:
-                addrs = tuple([a for a, _ in srcs] + [a for a, _ in dsts])
-                # Variants may assume 16-byte alignment, which the bucket's buffers have.
-                if g.bound == addrs or (not any(a & 15 for a in addrs) and self._bind(g, addrs)):
-                    code = drv.graph_launch_raw(g.exec, stream)
+            copying = not (exact and self._bound_to(g, srcs, dsts))
+            if copying:
+                if g.bound is not None:
+                    self._bind(g, None)
+                for (buf, row), (src, lead) in zip(g.ins, srcs, strict=False):
+                    code = copy(buf, src, lead * row, stream)
                     if code:
-                        _check(drv, code, "cuGraphLaunch", self.name)
-                    code = drv.record_raw(g.event, stream)
-                    if code:
-                        _check(drv, code, "cuEventRecord", self.name)
-                    g.last_stream = stream
-                    return
-            if g.bound is not None:
-                self._bind(g, None)
-            for (buf, row), (src, lead) in zip(g.ins, srcs, strict=False):
-                code = copy(buf, src, lead * row, stream)
-                if code:
-                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} input")
+                        _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} input")
             code = drv.graph_launch_raw(g.exec, stream)
             if code:
                 _check(drv, code, "cuGraphLaunch", self.name)
-            for (buf, row), (dst, lead) in zip(g.outs, dsts, strict=False):
-                code = copy(dst, buf, lead * row, stream)
-                if code:
-                    _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} output")
+            if copying:
+                for (buf, row), (dst, lead) in zip(g.outs, dsts, strict=False):
+                    code = copy(dst, buf, lead * row, stream)
+                    if code:
+                        _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} output")
             code = drv.record_raw(g.event, stream)
             if code:
                 _check(drv, code, "cuEventRecord", self.name)
             g.last_stream = stream
 
-    def _bind(self, g: _Graph, addrs: tuple[int, ...] | None) -> bool:
+    def _bound_to(
+        self, g: _Graph, srcs: list[tuple[int, int]], dsts: list[tuple[int, int]]
+    ) -> bool:
+        """Whether the graph now reads and writes the call's own tensors: bound already,
+        or bound here. Not when the driver could not map the graph's nodes, nor for a
+        tensor off 16-byte alignment (the variants may assume it of the bucket's buffers)."""
+        if g.bindings is None:
+            return False
+        addrs = tuple([a for a, _ in srcs] + [a for a, _ in dsts])
+        if g.bound == addrs:
+            return True
+        if any(a & 15 for a in addrs):
+            return False
+        self._bind(g, addrs)
+        return True
+
+    def _bind(self, g: _Graph, addrs: tuple[int, ...] | None) -> None:
         """Point the bucket's input and output nodes at ``addrs`` (None: its own buffers)."""
         assert g.bindings is not None
         g.bound = (-1,)  # unknown until every node took its new parameters
@@ -569,7 +576,6 @@ class Pipeline:
             _check(self._drv, b.point(self._drv, g.exec, addrs), "cuGraphExecKernelNodeSetParams",
                    self.name)  # fmt: skip
         g.bound = addrs
-        return True
 
     # -- inspection and teardown ----------------------------------------------------------
 
