@@ -1,26 +1,20 @@
 """Pipelines: a bundle's kernel sequence captured once per bucket as a CUDA graph, replayed.
 
 CUDA graphs cannot be saved to disk, so a bundle ships the plan (loader/manifest.py:
-PipelineSpec) and this module captures it, through the driver API, the first time a call
-needs a bucket (or at ``warmup``). Each bucket owns static device buffers for the
-pipeline's inputs, outputs and scratch, allocated once; weights are bound by address when
-the pipeline is made, so the graph reads them in place. A call copies its inputs into the
-bucket's buffers (a size between buckets is padded up: rows past the call's size hold
-earlier data and are never returned), replays the graph and copies the call's rows of
-each output out, all on the caller's stream. A call whose size is exactly a bucket's
-needs no copies: the graph's kernel nodes that read its inputs or write its outputs are
-pointed at the caller's tensors instead (cuGraphExecKernelNodeSetParams; nothing at all
-when the caller passes the same tensors as last time, as a serving loop does).
+PipelineSpec) and the loader captures it, through the driver API, the first time a call
+needs a bucket (or at ``warmup``); loader/graph.py holds one bucket's graph and buffers.
+Weights are bound by address when the pipeline is made, so the graphs read them in place.
 
-Threads: a bucket's buffers are shared, so each bucket serializes its uses on the GPU: a
-call records an event after its last copy, and a call on another stream waits for it
-first. The host work of one call (a few driver calls) runs under the bucket's lock.
+This module is the caller's side: it checks a call's tensors (dtype, shape, layout; a
+torch tensor of an already-accepted dtype in a few attribute reads), reads the bucket
+dimensions off the inputs' first axes, picks the smallest bucket that holds them (a size
+between buckets is padded up: rows past the call's size hold earlier data and are never
+returned), allocates outputs the caller did not pass, and hands the call to the bucket's
+graph on the caller's stream (PyTorch's current one by default).
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import itertools
 import sys
 import threading
@@ -29,14 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import args as _args
-from .driver import CUDA_ERROR_INVALID_CONTEXT, KernelNodeParams
-from .errors import ArgumentError, BundleError, CudaError
+from .errors import ArgumentError, BundleError
 from .expr import ExprError, compile_function, parse
-from .fastcall import ParamBuffer
+from .graph import BucketGraph, StepCall
 from .manifest import PipelineSpec, PipelineTensor
 
 if TYPE_CHECKING:
-    from .bundle import Bundle, Launcher
+    from .bundle import Bundle
 
 ITEMSIZE = {
     "i1": 1, "i8": 1, "u8": 1, "fp8e4nv": 1, "fp8e5": 1,
@@ -50,9 +43,6 @@ _TORCH_NAMES = {
     "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
     "i1": "bool", "fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2",
 }  # fmt: skip
-_ALIGN = 256  # what cuMemAlloc guarantees; every buffer in an arena starts on it
-# A step at one bucket: launcher, argument values, (value position, input/output index).
-_Call = tuple["Launcher", list[Any], list[tuple[int, int]]]
 
 
 class _Port:
@@ -77,68 +67,6 @@ class _Port:
     def describe(self, dims: Sequence[str]) -> str:
         lead = dims[self.dim] if self.dim >= 0 else str(self.fixed_lead)
         return f"[{', '.join([lead, *map(str, self.rest)])}] {self.dtype}"
-
-
-class _Graph:
-    """One bucket: its buffers, the instantiated graph and the event that orders uses."""
-
-    def __init__(
-        self,
-        arena: int,
-        size: int,
-        addrs: dict[str, int],
-        exec_: int,
-        event: int,
-        ports: tuple[list[_Port], list[_Port]],
-        graph: int = 0,
-        bindings: list[_Binding] | None = None,
-    ):
-        self.arena, self.size, self.addrs = arena, size, addrs
-        self.graph = graph  # kept: its nodes name the instantiated graph's nodes
-        # The nodes that touch inputs or outputs (None: cannot be rebound, always copy),
-        # and the caller addresses they are bound to now (None: the bucket's own buffers).
-        self.bindings = bindings
-        self.bound: tuple[int, ...] | None = None
-        # (buffer address, bytes per row) of each input and each output, in call order
-        self.ins = [(addrs[p.name], p.row_bytes) for p in ports[0]]
-        self.outs = [(addrs[p.name], p.row_bytes) for p in ports[1]]
-        self.exec = exec_
-        self.event = event
-        self.last_stream: int | None = None
-        self.lock = threading.Lock()
-
-
-class _Binding:
-    """A graph node that reads an input or writes an output, and how to point it at a
-    caller's tensors: its kernel's values with those addresses replaced, packed into a
-    parameter buffer of the node's own and given to the instantiated graph."""
-
-    def __init__(
-        self, node: int, launcher: Launcher, values: list[Any], slots: list[tuple[int, int]]
-    ):
-        self.node = ctypes.c_void_p(node)
-        self.values = values  # the bucket's own buffers
-        self.slots = slots  # (value position, index into the call's inputs + outputs)
-        self.buffer = ParamBuffer(
-            launcher.abi_types, launcher.positions, launcher.variant.scratch_args
-        )
-        gx, gy, gz = launcher.grid(*values)
-        self.params = KernelNodeParams(
-            launcher.function, gx, gy, gz, launcher.block, 1, 1, launcher.shared,
-            ctypes.addressof(self.buffer.params), None, None, None,
-        )  # fmt: skip
-        self.ref = ctypes.byref(self.params)
-
-    def point(self, drv: Any, exec_: Any, addrs: Sequence[int] | None) -> int:
-        """Point the node at the call's tensors (``addrs``, inputs then outputs), or back
-        at the bucket's buffers (None). Returns the driver's result code."""
-        values = list(self.values)
-        if addrs is not None:
-            for pos, which in self.slots:
-                values[pos] = addrs[which]
-        self.buffer.pack(values)
-        code: int = drv.node_params_raw(exec_, self.node, self.ref)
-        return code
 
 
 class Pipeline:
@@ -167,7 +95,7 @@ class Pipeline:
         )
         self._weights, self._keep = self._bind_weights(weights)
         self._steps = [self._prepare_step(i) for i in range(len(spec.steps))]
-        self._graphs: dict[tuple[int, ...], _Graph] = {}
+        self._graphs: dict[tuple[int, ...], BucketGraph] = {}
         self._lock = threading.Lock()
         self._capture_stream = 0
         self._n_given = len(self.inputs) + len(self.outputs)
@@ -178,7 +106,6 @@ class Pipeline:
             for i, p in enumerate(self._ports_in)
             if p.dim >= 0 and self._dim_source[p.dim] != i
         )
-        self._drv = bundle.device.drv
         self._stream = _args.CurrentStream(bundle.device.ordinal)
         self._closed = False
 
@@ -279,7 +206,7 @@ class Pipeline:
             )
         return i
 
-    def _graph(self, key: tuple[int, ...]) -> _Graph:
+    def _graph(self, key: tuple[int, ...]) -> BucketGraph:
         g = self._graphs.get(key)
         if g is None:
             with self._lock:
@@ -290,40 +217,29 @@ class Pipeline:
                     g = self._graphs[key] = self._capture(key)
         return g
 
-    def _capture(self, key: tuple[int, ...]) -> _Graph:
+    def _capture(self, key: tuple[int, ...]) -> BucketGraph:
         env = tuple(self.buckets[d][i] for d, i in zip(self.dims, key, strict=True))
-        dev = self.bundle.device
-        drv = dev.drv
-        # The bucket's own buffers, one allocation, each buffer aligned.
-        offsets: dict[str, int] = {}
-        total = 0
         named_env = dict(zip(self.dims, env, strict=True))
+        sizes = {}
         for t in self.spec.tensors:
-            if t.role == "weight":
-                continue
-            n = ITEMSIZE[t.dtype]
-            for s in t.shape:
-                n *= parse(s).evaluate(named_env)
-            offsets[t.name] = total
-            total += -(-max(n, 1) // _ALIGN) * _ALIGN
-        dev.make_current()
-        arena = drv.mem_alloc(total)
-        try:
-            drv.memset_d8(arena, 0, total)
-            addrs = {name: arena + off for name, off in offsets.items()}
-            addrs.update(self._weights)
-            calls = self._resolve(addrs, env)
-            if not self._capture_stream:
-                self._capture_stream = drv.stream_create()
-            exec_, graph, bindings = self._record(calls)
-            event = drv.event_create()
-        except BaseException:
-            drv.mem_free(arena)
-            raise
-        ports = (self._ports_in, self._ports_out)
-        return _Graph(arena, total, addrs, exec_, event, ports, graph, bindings)
+            if t.role != "weight":
+                n = ITEMSIZE[t.dtype]
+                for s in t.shape:
+                    n *= parse(s).evaluate(named_env)
+                sizes[t.name] = n
+        device = self.bundle.device
+        if not self._capture_stream:
+            device.make_current()
+            self._capture_stream = device.drv.stream_create()
+        return BucketGraph.capture(
+            device, self.name, sizes, self._weights,
+            lambda addrs: self._resolve(addrs, env),
+            ([(p.name, p.row_bytes) for p in self._ports_in],
+             [(p.name, p.row_bytes) for p in self._ports_out]),
+            self._capture_stream,
+        )  # fmt: skip
 
-    def _resolve(self, addrs: Mapping[str, int], env: tuple[int, ...]) -> list[_Call]:
+    def _resolve(self, addrs: Mapping[str, int], env: tuple[int, ...]) -> list[StepCall]:
         """Each step's launcher and argument values at this bucket, its module loaded, and
         which values are the addresses of inputs or outputs (for binding)."""
         ports = {name: i for i, name in enumerate(self.inputs + self.outputs)}
@@ -348,53 +264,11 @@ class Pipeline:
             calls.append((launcher, values, slots))
         return calls
 
-    def _record(self, calls: list[_Call]) -> tuple[int, int, list[_Binding] | None]:
-        """Capture, instantiate and upload the graph; find the nodes to bind."""
-        drv = self.bundle.device.drv
-        stream = self._capture_stream
-        drv.begin_capture(stream)
-        try:
-            for launcher, values, _ in calls:
-                launcher.launch(values, stream)
-        except BaseException:
-            with contextlib.suppress(CudaError):  # the launch error is the one to report
-                drv.graph_destroy(drv.end_capture(stream))
-            raise
-        graph = drv.end_capture(stream)
-        try:
-            exec_ = drv.instantiate(graph)
-            bindings = self._bindings(graph, calls)
-        except BaseException:
-            drv.graph_destroy(graph)
-            raise
-        drv.graph_upload(exec_, stream)
-        drv.synchronize(stream)
-        return exec_, graph, bindings
-
-    def _bindings(self, graph: int, calls: list[_Call]) -> list[_Binding] | None:
-        """The nodes of launches that touch inputs or outputs. Capturing one stream's
-        launches gives one kernel node per launch (a step with an empty grid launches
-        nothing), listed in launch order; unless each node's function and grid say so,
-        or the driver cannot tell, the bucket always copies."""
-        launched = [c for c in calls if min(c[0].grid(*c[1])) > 0]
-        try:
-            nodes = self.bundle.device.drv.graph_kernel_nodes(graph)
-        except CudaError:
-            return None
-        expected = [(c[0].function, tuple(c[0].grid(*c[1]))) for c in launched]
-        if [(func, grid) for _, func, grid in nodes] != expected:
-            return None
-        return [
-            _Binding(node, launcher, values, slots)
-            for (node, _, _), (launcher, values, slots) in zip(nodes, launched, strict=True)
-            if slots
-        ]
-
     @property
     def binds(self) -> dict[int, bool]:
         """Per captured bucket (by index), whether exact-size calls bind the caller's
         tensors (True) or copy (False: the driver could not map the graph's nodes)."""
-        return {key[0]: g.bindings is not None for key, g in sorted(self._graphs.items())}
+        return {key[0]: g.binds for key, g in sorted(self._graphs.items())}
 
     # -- calls --------------------------------------------------------------------------
 
@@ -434,7 +308,7 @@ class Pipeline:
             dsts.append((addr, lead))
         handle = self._stream() if stream is None else _args.stream_handle(stream)
         k = tuple(key)
-        self._run(self._graphs.get(k) or self._graph(k), srcs, dsts, handle, exact)
+        (self._graphs.get(k) or self._graph(k)).run(srcs, dsts, handle, exact)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _gather(self, tensors: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
@@ -513,70 +387,6 @@ class Pipeline:
                 outs[i] = like.new_empty((lead, *port.rest), dtype=dtype)
         return outs
 
-    def _run(
-        self,
-        g: _Graph,
-        srcs: list[tuple[int, int]],
-        dsts: list[tuple[int, int]],
-        stream: int,
-        exact: bool,
-    ) -> None:
-        drv = self._drv
-        copy = drv.copy_raw
-        with g.lock:
-            if g.last_stream != stream:
-                # The buffers' previous user may be another stream: wait for its last copy.
-                code = drv.wait_raw(stream, g.event, 0)
-                if code == CUDA_ERROR_INVALID_CONTEXT:
-                    self.bundle.device.make_current()  # a thread new to CUDA
-                    code = drv.wait_raw(stream, g.event, 0)
-                _check(drv, code, "cuStreamWaitEvent", self.name)
-            copying = not (exact and self._bound_to(g, srcs, dsts))
-            if copying:
-                if g.bound is not None:
-                    self._bind(g, None)
-                for (buf, row), (src, lead) in zip(g.ins, srcs, strict=False):
-                    code = copy(buf, src, lead * row, stream)
-                    if code:
-                        _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} input")
-            code = drv.graph_launch_raw(g.exec, stream)
-            if code:
-                _check(drv, code, "cuGraphLaunch", self.name)
-            if copying:
-                for (buf, row), (dst, lead) in zip(g.outs, dsts, strict=False):
-                    code = copy(dst, buf, lead * row, stream)
-                    if code:
-                        _check(drv, code, "cuMemcpyDtoDAsync", f"{self.name} output")
-            code = drv.record_raw(g.event, stream)
-            if code:
-                _check(drv, code, "cuEventRecord", self.name)
-            g.last_stream = stream
-
-    def _bound_to(
-        self, g: _Graph, srcs: list[tuple[int, int]], dsts: list[tuple[int, int]]
-    ) -> bool:
-        """Whether the graph now reads and writes the call's own tensors: bound already,
-        or bound here. Not when the driver could not map the graph's nodes, nor for a
-        tensor off 16-byte alignment (the variants may assume it of the bucket's buffers)."""
-        if g.bindings is None:
-            return False
-        addrs = tuple([a for a, _ in srcs] + [a for a, _ in dsts])
-        if g.bound == addrs:
-            return True
-        if any(a & 15 for a in addrs):
-            return False
-        self._bind(g, addrs)
-        return True
-
-    def _bind(self, g: _Graph, addrs: tuple[int, ...] | None) -> None:
-        """Point the bucket's input and output nodes at ``addrs`` (None: its own buffers)."""
-        assert g.bindings is not None
-        g.bound = (-1,)  # unknown until every node took its new parameters
-        for b in g.bindings:
-            _check(self._drv, b.point(self._drv, g.exec, addrs), "cuGraphExecKernelNodeSetParams",
-                   self.name)  # fmt: skip
-        g.bound = addrs
-
     # -- inspection and teardown ----------------------------------------------------------
 
     @property
@@ -600,11 +410,7 @@ class Pipeline:
             if self._graphs:
                 drv.synchronize()  # replays still queued read these buffers
             for g in self._graphs.values():
-                with g.lock:
-                    drv.graph_exec_destroy(g.exec)
-                    drv.graph_destroy(g.graph)
-                    drv.event_destroy(g.event)
-                    drv.mem_free(g.arena)
+                g.close()
             self._graphs.clear()
             if self._capture_stream:
                 drv.stream_destroy(self._capture_stream)
@@ -636,8 +442,3 @@ def _contiguous(obj: Any) -> bool:
         return bool(is_contiguous())
     cai = getattr(obj, "__cuda_array_interface__", None)
     return not isinstance(cai, dict) or cai.get("strides") is None
-
-
-def _check(drv: Any, code: int, call: str, what: str) -> None:
-    if code:
-        drv.check(code, call, f"pipeline {what}")
