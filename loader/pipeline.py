@@ -265,10 +265,14 @@ class Pipeline:
         return calls
 
     @property
-    def binds(self) -> dict[int, bool]:
-        """Per captured bucket (by index), whether exact-size calls bind the caller's
-        tensors (True) or copy (False: the driver could not map the graph's nodes)."""
-        return {key[0]: g.binds for key, g in sorted(self._graphs.items())}
+    def binds(self) -> dict[tuple[int, ...], bool]:
+        """Per captured bucket (by its upper bounds), whether exact-size calls bind the
+        caller's tensors (True) or copy (False: the driver could not map the graph's
+        nodes)."""
+        return {
+            tuple(self._bounds[d][i] for d, i in enumerate(key)): g.binds
+            for key, g in sorted(self._graphs.items())
+        }
 
     # -- calls --------------------------------------------------------------------------
 

@@ -309,7 +309,7 @@ def test_an_exact_size_call_binds_the_callers_tensors_instead_of_copying(
     kinds = [op[0] for op in fake.ops if op[0] != "launch"]
     # x feeds step 0, out is written by step 1: both nodes point at the caller's tensors.
     assert kinds == ["wait", "set_params", "set_params", "graph", "record"]
-    assert out.rows() == expect(x, 6.0) and twice.binds == {1: True}
+    assert out.rows() == expect(x, 6.0) and twice.binds == {(16,): True}
     replayed = [launch for launch in fake.launches if launch.replayed]
     assert replayed[0].params[0] == x.data_ptr() and replayed[1].params[1] == out.data_ptr()
     fake.ops.clear()
@@ -350,4 +350,4 @@ def test_a_graph_whose_nodes_cannot_be_read_always_copies(
     x, out = HostTensor(16, fill=1.0), HostTensor(16)
     twice(x, out)
     assert "set_params" not in [op[0] for op in fake.ops]
-    assert out.rows() == expect(x, 6.0) and twice.binds == {1: False}
+    assert out.rows() == expect(x, 6.0) and twice.binds == {(16,): False}
