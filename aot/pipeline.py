@@ -368,7 +368,3 @@ def _check_dtypes(
 
 def _show(exprs: tuple[Expr, ...]) -> str:
     return "[" + ", ".join(e.text for e in exprs) + "]"
-
-
-def kernels_used(spec: PipelineSpec) -> list[str]:
-    return list(dict.fromkeys(s.kernel for s in spec.steps))
