@@ -31,6 +31,9 @@ _TORCH_DTYPES = {
     "torch.float8_e4m3fn": "fp8e4nv",
     "torch.float8_e5m2": "fp8e5",
 }
+# Our element types by torch's attribute names (torch.bfloat16 is "bfloat16"): how the
+# loader allocates a torch tensor of a given element type without importing torch itself.
+TORCH_NAMES = {ours: name.removeprefix("torch.") for name, ours in _TORCH_DTYPES.items()}
 # __cuda_array_interface__ typestrs (numpy's); there is no standard one for bf16.
 _TYPESTRS = {
     "f2": "fp16",

@@ -37,12 +37,6 @@ ITEMSIZE = {
     "i32": 4, "u32": 4, "fp32": 4,
     "i64": 8, "u64": 8, "fp64": 8,
 }  # fmt: skip
-# torch's names for our element types, to allocate outputs when the caller gives none.
-_TORCH_NAMES = {
-    "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
-    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
-    "i1": "bool", "fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2",
-}  # fmt: skip
 
 
 class _Port:
@@ -387,7 +381,7 @@ class Pipeline:
         for i, port in enumerate(self._ports_out):
             if outs[i] is None:
                 lead = sizes[port.dim] if port.dim >= 0 else port.fixed_lead
-                dtype = getattr(torch, _TORCH_NAMES[port.dtype])
+                dtype = getattr(torch, _args.TORCH_NAMES[port.dtype])
                 outs[i] = like.new_empty((lead, *port.rest), dtype=dtype)
         return outs
 
