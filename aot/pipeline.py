@@ -67,24 +67,22 @@ def check_pipeline(
 
 
 class _T:
-    """A tensor as declared, with its shape parsed."""
+    """A tensor as declared: its shape parsed, and its row-major, contiguous strides as
+    expressions of the same dimensions."""
 
     def __init__(self, role: str, dtype: str, shape: tuple[Expr, ...]):
         self.role, self.dtype, self.shape = role, dtype, shape
-
-    def strides(self) -> tuple[Expr, ...]:
-        """Row-major, contiguous strides, as expressions of the same dimensions."""
-        out = []
-        for i in range(len(self.shape)):
-            rest = self.shape[i + 1 :]
+        strides = []
+        for i in range(len(shape)):
+            rest = shape[i + 1 :]
             if all(not e.names for e in rest):
                 size = 1
                 for e in rest:
                     size *= e.evaluate({})
-                out.append(parse(str(size)))
+                strides.append(parse(str(size)))
             else:
-                out.append(parse(" * ".join(f"({e.text})" for e in rest)))
-        return tuple(out)
+                strides.append(parse(" * ".join(f"({e.text})" for e in rest)))
+        self.strides = tuple(strides)
 
 
 def _buckets(v: _Validator, p: Mapping[str, Any], w: str) -> dict[str, tuple[int, ...]]:
@@ -297,7 +295,7 @@ def _bind(
             name = _bare(mine)
             if name is not None and name not in bound:
                 bound[name] = theirs
-        for mine, theirs in zip(kr.strides.get(p, ()), t.strides(), strict=False):
+        for mine, theirs in zip(kr.strides.get(p, ()), t.strides, strict=False):
             name = _bare(mine)
             if name is not None and name not in bound:
                 bound[name] = theirs
@@ -339,7 +337,7 @@ def _check_shapes(
                        f"reads {p} as {_show(kr.shapes[p])} = {want} with these "
                        "arguments")  # fmt: skip
             if p in kr.strides:
-                have_s = [e.evaluate(env) for e in t.strides()]
+                have_s = [e.evaluate(env) for e in t.strides]
                 want_s = [e.evaluate(kv) for e in kr.strides[p]]
                 if have_s != want_s:
                     v.fail(f"{sw}.args.{p}", f"{tname!r} is row-major with strides {have_s} "
