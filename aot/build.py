@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from . import heuristic, report
 from .cache import CompileCache
 from .compile import Compiled, CompilePool, compile_variants
 from .env import Environment
+from .errors import BuildError
+from .model import ModelOptions, build_model
 from .pack import encode_bundle, make_manifest
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
@@ -67,6 +70,21 @@ class BuildResult:
     tuning: TuneStats | None = None
     db: Path | None = None
     shard: dict[str, Any] | None = None  # the partial bundle's slice; None for a full build
+
+
+def _log(env: Environment) -> Callable[[str], None]:
+    def log(line: str) -> None:
+        if env.progress:
+            print(line, file=sys.stderr, flush=True)
+
+    return log
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def default_output(recipe: Recipe, cwd: Path, sl: Slice | None = None) -> Path:
@@ -124,6 +142,7 @@ def build(
     cwd: Path,
     tune: TuneOptions | None = None,
     sl: Slice | None = None,
+    model: ModelOptions | None = None,
 ) -> BuildResult:
     """Build the recipe, or only the slice ``sl`` of it (a partial bundle; see shard.py):
     then only the slice's instances are tuned, compiled and packed."""
@@ -132,6 +151,9 @@ def build(
     recipe = load(recipe_path)
     whole = make_plan(recipe)
     plan, shard = apply(whole, sl or Slice())
+    if recipe.model is not None and shard is not None:
+        raise BuildError("[model]: sharded builds (--shard/--targets) do not build models yet; "
+                         "build the recipe whole")  # fmt: skip
     out = output if output is not None else default_output(recipe, cwd, sl if shard else None)
     db_path = tune.db or out.with_suffix(".tunedb.jsonl")
     db = TuningDB(db_path)
@@ -145,11 +167,23 @@ def build(
     manifest, payloads = make_manifest(plan, selection, compiled)
     if shard is not None:
         manifest = dataclasses.replace(manifest, build={**manifest.build, "shard": shard})
+    model_report: list[str] = []
+    if recipe.model is not None:
+        mb = build_model(recipe, model or ModelOptions(), _log(env))
+        sources = {**manifest.provenance.get("sources", {}), _rel(recipe.model.source, recipe.root):
+                   mb.source_sha256}  # fmt: skip
+        provenance = {**manifest.provenance, "sources": sources,
+                      "torch": mb.spec.artifacts[0].torch if mb.spec.artifacts else ""}  # fmt: skip
+        manifest = dataclasses.replace(manifest, model=mb.spec, provenance=provenance)
+        payloads = {**payloads, **mb.payloads}
+        model_report = mb.report
     data = encode_bundle(manifest, payloads)
     report_path = out.with_suffix(".report.md")
     text, images = report.render(
         plan, selection, compiled, out.name, db, out.with_suffix(".report")
     )
+    if model_report:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(model_report) + "\n"
     # The report first: if writing the bundle fails, no bundle claims to exist.
     for path, picture in images.items():
         write_atomic(path, picture.encode())

@@ -14,13 +14,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from loader.expr import Expr, ExprError, parse
 from loader.manifest import ELEMENT_TYPES, INT_TYPES, PipelineSpec
 
 from .errors import RecipeError
 from .targets import GPU, UnknownTarget, resolve
+
+if TYPE_CHECKING:
+    from .model import ModelRecipe
 
 FORMAT = 1
 SCALAR_TYPES = INT_TYPES | {"fp32", "fp64"}
@@ -30,7 +33,7 @@ CONSTRAINT_BUILTINS = ("SMEM", "NUM_SMS", "REGS_PER_SM", "MAX_THREADS")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-TOP_KEYS = ("format", "bundle", "kernel", "pipeline")
+TOP_KEYS = ("format", "bundle", "kernel", "pipeline", "model")
 BUNDLE_KEYS = ("name", "version", "targets")
 TUNE_KEYS = (
     "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
@@ -122,6 +125,7 @@ class Recipe:
     targets: tuple[GPU, ...]
     kernels: tuple[KernelRecipe, ...]
     pipelines: tuple[PipelineSpec, ...] = ()
+    model: ModelRecipe | None = None  # [model]: a PyTorch module compiled per bucket
 
     @property
     def root(self) -> Path:
@@ -160,9 +164,17 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
     name = v.name(bundle, "name", "[bundle]")
     version = v.name(bundle, "version", "[bundle]")
     targets = v.targets(bundle)
-    kernels_raw = doc.get("kernel")
-    if not isinstance(kernels_raw, list) or not kernels_raw:
-        v.fail("[[kernel]]", "the recipe lists no kernels; add at least one [[kernel]] table")
+    model = None
+    if "model" in doc:
+        from .model import parse_model
+
+        model = parse_model(v, doc["model"], path.parent)
+    kernels_raw = doc.get("kernel", [] if model is not None else None)
+    if not isinstance(kernels_raw, list) or (not kernels_raw and model is None):
+        v.fail(
+            "[[kernel]]",
+            "the recipe lists no kernels; add at least one [[kernel]] table (or a [model])",
+        )
     kernels: list[KernelRecipe] = []
     seen: set[str] = set()
     for i, k in enumerate(kernels_raw):
@@ -174,7 +186,9 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
         seen.add(kr.name)
         kernels.append(kr)
     pipelines = _pipelines(v, doc.get("pipeline"), {k.name: k for k in kernels})
-    return Recipe(path.resolve(), sha, name, version, targets, tuple(kernels), pipelines)
+    return Recipe(
+        path.resolve(), sha, name, version, targets, tuple(kernels), pipelines, model
+    )
 
 
 def _pipelines(

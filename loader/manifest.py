@@ -417,6 +417,7 @@ class Manifest:
     kernels: tuple[KernelSpec, ...]
     build: Mapping[str, Any] = field(default_factory=dict)
     pipelines: tuple[PipelineSpec, ...] = ()
+    model: ModelSpec | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -428,6 +429,8 @@ class Manifest:
         }
         if self.pipelines:  # absent rather than empty: bundles without any stay as they were
             out["pipelines"] = [p.to_json() for p in self.pipelines]
+        if self.model is not None:
+            out["model"] = self.model.to_json()
         return out
 
     @staticmethod
@@ -443,6 +446,7 @@ class Manifest:
             pipelines=_parse_list(obj, "pipelines", PipelineSpec.from_json)
             if "pipelines" in obj
             else (),
+            model=ModelSpec.from_json(obj["model"]) if "model" in obj else None,
         )
 
     @property
@@ -487,3 +491,224 @@ def describe_shard(shard: Mapping[str, Any]) -> str:
         " of ".join(parts or ["slice"])
         + f": {shard.get('instances', '?')} of {shard.get('of', '?')} instances"
     )
+
+
+# --- model mode (issue 5): an nn.Module compiled per bucket by TorchInductor -------------
+
+MODEL_DTYPES = ("fp16", "bf16", "fp32", "fp64")
+MODEL_DEVICES = ("cuda", "cpu")
+
+
+def _dims(raw: Any, where: str) -> tuple[str | int, ...]:
+    """A symbolic shape: dimension names and fixed sizes."""
+    if not isinstance(raw, list) or not all(
+        isinstance(d, str) or (isinstance(d, int) and not isinstance(d, bool)) for d in raw
+    ):
+        raise ManifestError(f"manifest: {where} must list dimension names and sizes")
+    return tuple(raw)
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    """One positional argument of ``forward``: a tensor of ``dtype`` and a symbolic shape
+    (``["batch", "seq", 1024]``)."""
+
+    name: str
+    dtype: str
+    shape: tuple[str | int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> ModelInput:
+        dtype = _get(obj, "dtype", str, where)
+        if dtype not in MODEL_DTYPES:
+            raise ManifestError(f"manifest: {where}.dtype {dtype!r} is not one of {MODEL_DTYPES}")
+        return ModelInput(
+            _get(obj, "name", str, where), dtype, _dims(_get(obj, "shape", list, where), where)
+        )
+
+
+@dataclass(frozen=True)
+class ModelWeight:
+    """A parameter or buffer the compiled graph takes as an input, bound at load from the
+    service's own module by ``name`` (its ``named_parameters``/``named_buffers`` name)."""
+
+    name: str
+    kind: str  # "parameter" or "buffer"
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "dtype": self.dtype,
+                "shape": list(self.shape), "stride": list(self.stride)}  # fmt: skip
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> ModelWeight:
+        shape = _get(obj, "shape", list, where)
+        stride = _get(obj, "stride", list, where)
+        if not all(isinstance(x, int) for x in (*shape, *stride)) or len(shape) != len(stride):
+            raise ManifestError(f"manifest: {where}: shape and stride must be integer lists")
+        kind = _get(obj, "kind", str, where)
+        if kind not in ("parameter", "buffer"):
+            raise ManifestError(f"manifest: {where}.kind must be 'parameter' or 'buffer'")
+        return ModelWeight(
+            _get(obj, "name", str, where), kind, _get(obj, "dtype", str, where),
+            tuple(shape), tuple(stride),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ModelBucket:
+    """One bucket's compiled artifact: ``bucket`` holds one upper bound per dimension."""
+
+    bucket: tuple[int, ...]
+    entry: str
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bucket": list(self.bucket), "entry": self.entry, "metrics": dict(self.metrics)}
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> ModelBucket:
+        bucket = _get(obj, "bucket", list, where)
+        if not all(isinstance(b, int) for b in bucket):
+            raise ManifestError(f"manifest: {where}.bucket must list integers")
+        return ModelBucket(
+            tuple(bucket), _get(obj, "entry", str, where), dict(obj.get("metrics", {}))
+        )
+
+
+@dataclass(frozen=True)
+class ModelArtifacts:
+    """Every bucket compiled for one device kind: ``target`` is a recipe target's name
+    (``device == "cuda"``) or ``"cpu"``. Inductor's artifacts only load into the torch
+    they were built with, on the device kind they were built for: both are recorded so the
+    loader refuses a mismatch with a clear message instead of a failed assert inside torch.
+    """
+
+    target: str
+    device: str
+    device_name: str  # the GPU the build ran on ("NVIDIA H200"), or the CPU's description
+    cc: tuple[int, int] | None  # compute capability of that GPU; None on the CPU
+    torch: str  # torch.__version__ at build
+    mode: str  # Inductor mode: "default" or "max-autotune"
+    buckets: tuple[ModelBucket, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "device": self.device,
+            "device_name": self.device_name,
+            "cc": list(self.cc) if self.cc is not None else None,
+            "torch": self.torch,
+            "mode": self.mode,
+            "buckets": [b.to_json() for b in self.buckets],
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str) -> ModelArtifacts:
+        device = _get(obj, "device", str, where)
+        if device not in MODEL_DEVICES:
+            raise ManifestError(f"manifest: {where}.device {device!r} is not one of "
+                                f"{MODEL_DEVICES}")  # fmt: skip
+        cc = obj.get("cc")
+        if cc is not None and (
+            not isinstance(cc, list) or len(cc) != 2 or not all(isinstance(c, int) for c in cc)
+        ):
+            raise ManifestError(f"manifest: {where}.cc must be [major, minor] or null")
+        return ModelArtifacts(
+            target=_get(obj, "target", str, where),
+            device=device,
+            device_name=_get(obj, "device_name", str, where),
+            cc=(cc[0], cc[1]) if cc is not None else None,
+            torch=_get(obj, "torch", str, where),
+            mode=_get(obj, "mode", str, where),
+            buckets=tuple(
+                ModelBucket.from_json(b, f"{where}.buckets[{i}]")
+                for i, b in enumerate(_get(obj, "buckets", list, where))
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A PyTorch module compiled ahead of time per bucket (see aot/model.py and
+    loader/model.py). ``weights`` are the compiled graph's leading inputs, in the export
+    graph signature's order; the user inputs follow them. ``outputs`` (symbolic shapes)
+    say which output dimensions are sliced back after padding; empty when none are."""
+
+    name: str
+    source: str  # "path/to/file.py:factory" as the recipe wrote it
+    dtype: str
+    inputs: tuple[ModelInput, ...]
+    outputs: tuple[tuple[str | int, ...], ...]
+    single_output: bool  # forward returned a tensor, not a tuple of them
+    dims: tuple[str, ...]
+    buckets: tuple[tuple[int, ...], ...]  # per dim, ascending upper bounds
+    pad: tuple[str, ...]  # dims a call may pad up to its bucket
+    weights: tuple[ModelWeight, ...]
+    artifacts: tuple[ModelArtifacts, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "source": self.source,
+            "dtype": self.dtype,
+            "inputs": [i.to_json() for i in self.inputs],
+            "outputs": [list(o) for o in self.outputs],
+            "single_output": self.single_output,
+            "dims": list(self.dims),
+            "buckets": [list(b) for b in self.buckets],
+            "pad": list(self.pad),
+            "weights": [w.to_json() for w in self.weights],
+            "artifacts": [a.to_json() for a in self.artifacts],
+        }
+
+    @staticmethod
+    def from_json(obj: Any, where: str = "model") -> ModelSpec:
+        dims = tuple(_get(obj, "dims", list, where))
+        buckets = tuple(tuple(b) for b in _get(obj, "buckets", list, where))
+        if len(dims) != len(buckets) or not all(
+            b and all(isinstance(x, int) for x in b) for b in buckets
+        ):
+            raise ManifestError(f"manifest: {where}: one list of bucket bounds per dimension")
+        pad = tuple(_get(obj, "pad", list, where))
+        if any(p not in dims for p in pad):
+            raise ManifestError(f"manifest: {where}.pad names a dimension not in dims")
+        spec = ModelSpec(
+            name=_get(obj, "name", str, where),
+            source=_get(obj, "source", str, where),
+            dtype=_get(obj, "dtype", str, where),
+            inputs=tuple(
+                ModelInput.from_json(x, f"{where}.inputs[{i}]")
+                for i, x in enumerate(_get(obj, "inputs", list, where))
+            ),
+            outputs=tuple(
+                _dims(o, f"{where}.outputs[{i}]")
+                for i, o in enumerate(_get(obj, "outputs", list, where))
+            ),
+            single_output=_get(obj, "single_output", bool, where),
+            dims=dims,
+            buckets=buckets,
+            pad=pad,
+            weights=tuple(
+                ModelWeight.from_json(x, f"{where}.weights[{i}]")
+                for i, x in enumerate(_get(obj, "weights", list, where))
+            ),
+            artifacts=tuple(
+                ModelArtifacts.from_json(x, f"{where}.artifacts[{i}]")
+                for i, x in enumerate(_get(obj, "artifacts", list, where))
+            ),
+        )
+        n = 1
+        for b in buckets:
+            n *= len(b)
+        for i, a in enumerate(spec.artifacts):
+            if len(a.buckets) != n or any(len(b.bucket) != len(dims) for b in a.buckets):
+                raise ManifestError(
+                    f"manifest: {where}.artifacts[{i}] must hold one artifact per bucket ({n})"
+                )
+        return spec

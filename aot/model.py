@@ -1,0 +1,547 @@
+"""Model mode (issue 5): a PyTorch ``nn.Module`` compiled per bucket ahead of time.
+
+Mechanism, and why. For each bucket (one upper bound per symbolic dimension) the module is
+traced by ``torch.export.export`` at the bucket's shapes; its ``graph_module`` takes the
+parameters and buffers as leading inputs ("lifted"), in the export graph signature's
+order, then the user inputs. That graph is compiled by
+``torch._inductor.standalone_compile(gm, [*weights, *inputs],
+dynamic_shapes="from_example_inputs", options={"config_patches": ...})`` (the recipe's
+``mode`` picks the patches; ``max-autotune`` means Inductor's
+``max-autotune-no-cudagraphs`` options, because the loader captures its own CUDA graph),
+saved with ``CompiledArtifact.save(format="binary")`` and packed as one bundle entry per
+bucket. The artifact holds the generated code and, on a GPU, the compiled Triton kernels,
+but no weights: the loader binds the service's own module's tensors at load.
+
+Why this path: on the H200 (torch 2.11, benchmarks/probe_inductor_artifact.py) such an
+artifact loaded in a fresh process with empty caches with zero Triton compilations and zero
+Inductor code generation, matched eager within 7.7e-4 (fp16) and ran inside a CUDA graph.
+``make_fx`` graphs (weights inside) failed at load with an IndexError. AOTInductor's
+``_load_aoti`` segfaulted on that image in an earlier session and was not probed again.
+
+Weights never enter the bundle: ``torch.export`` lifts them into the graph signature,
+whose names (``named_parameters``/``named_buffers`` names), shapes, strides and dtypes the
+manifest records so the loader can check the service's module against them. Lifted
+constant tensors (tensors created inside ``forward``) have no module name to bind, so a
+model that has them is refused.
+
+Each bucket is verified against eager PyTorch run in float64 (a copy of the same weights,
+upcast) at the bucket's bound and, when the bucket pads a dimension, at a smaller size
+padded up to the bucket: padding along a sequence dimension only preserves the outputs
+when no real position reads a padded one (causal attention, padding at the end), and the
+build checks that rather than trusting the recipe.
+
+The recipe table (``[model]``) is parsed here too, without importing torch.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import itertools
+import os
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loader import manifest as mf
+
+from .errors import BuildError
+
+if TYPE_CHECKING:
+    from .recipe import _Validator
+    from .tune.gpu import GpuInfo
+
+MODEL_KEYS = (
+    "name", "source", "kwargs", "dtype", "inputs", "buckets", "pad", "outputs", "mode",
+    "options", "tolerance", "seed",
+)  # fmt: skip
+# Recipe mode -> Inductor's own mode whose options are applied (torch._inductor
+# list_mode_options). No "cudagraphs" variants: the loader captures the graph itself.
+MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
+DEVICES = ("auto", "cuda", "cpu")
+# Relative error allowed against the float64 reference (max |out - ref| / max |ref|).
+TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-3, "fp64": 1e-9}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ModelRecipe:
+    name: str
+    source: Path  # absolute path of the Python file
+    factory: str
+    source_text: str  # "path:factory" as written
+    kwargs: Mapping[str, Any]
+    dtype: str
+    inputs: tuple[mf.ModelInput, ...]
+    dims: tuple[str, ...]
+    buckets: tuple[tuple[int, ...], ...]
+    pad: tuple[str, ...]
+    outputs: tuple[tuple[str | int, ...], ...]
+    mode: str
+    options: Mapping[str, Any]  # extra Inductor config patches, applied over the mode's
+    tolerance: float
+    seed: int
+
+    @property
+    def bucket_grid(self) -> list[tuple[int, ...]]:
+        """Every bucket, row-major over ``dims`` (the loader's flat_bucket order)."""
+        return list(itertools.product(*self.buckets))
+
+
+def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
+    from .recipe import _source
+
+    w = "[model]"
+    if not isinstance(raw, dict):
+        v.fail(w, "must be a table: write [model]")
+    v.keys(raw, MODEL_KEYS, w)
+    name = raw.get("name", "model")
+    if not isinstance(name, str) or not _IDENT.match(name):
+        v.fail(f"{w}.name", f"{name!r} must be an identifier")
+    source_text = v.string(raw, "source", w)
+    source, factory = _source(v, source_text, f"{w}.source", root)
+    kwargs = v.table(raw, "kwargs", w)
+    dtype = raw.get("dtype")
+    if dtype not in mf.MODEL_DTYPES:
+        v.fail(f"{w}.dtype", f"{dtype!r}: use one of {', '.join(mf.MODEL_DTYPES)}")
+
+    buckets_raw = v.table(raw, "buckets", w)
+    dims = tuple(buckets_raw)
+    for d in dims:
+        if not _IDENT.match(d):
+            v.fail(f"{w}.buckets.{d}", "a dimension name must be an identifier")
+    buckets = tuple(v.bounds(b, f"{w}.buckets.{d}") for d, b in buckets_raw.items())
+
+    def shape(raw_shape: Any, key: str) -> tuple[str | int, ...]:
+        if not isinstance(raw_shape, list) or not raw_shape:
+            v.fail(key, 'must be a non-empty list of sizes and dimension names, e.g. '
+                   '["batch", "seq", 1024]')  # fmt: skip
+        out: list[str | int] = []
+        for item in raw_shape:
+            if isinstance(item, str):
+                if item not in dims:
+                    hint = f"declare it under {w}.buckets" if dims else f"add {w}.buckets"
+                    v.fail(key, f"dimension {item!r} has no buckets; {hint}")
+                out.append(item)
+            else:
+                out.append(v.int_value(item, key, minimum=1))
+        return tuple(out)
+
+    inputs_raw = v.table(raw, "inputs", w, required=True)
+    if not inputs_raw:
+        v.fail(f"{w}.inputs", "is empty; name forward's tensor arguments in order")
+    inputs: list[mf.ModelInput] = []
+    for iname, spec in inputs_raw.items():
+        key = f"{w}.inputs.{iname}"
+        idtype = dtype
+        if isinstance(spec, dict):
+            v.keys(spec, ("shape", "dtype"), key)
+            idtype = spec.get("dtype", dtype)
+            if idtype not in mf.MODEL_DTYPES:
+                v.fail(f"{key}.dtype", f"{idtype!r}: use one of {', '.join(mf.MODEL_DTYPES)} "
+                       "(integer inputs are not supported yet)")  # fmt: skip
+            spec = spec.get("shape")
+        inputs.append(mf.ModelInput(iname, str(idtype), shape(spec, key)))
+    used = {d for i in inputs for d in i.shape if isinstance(d, str)}
+    for d in dims:
+        if d not in used:
+            v.fail(f"{w}.buckets.{d}", "no input uses this dimension; remove it")
+
+    pad_raw = raw.get("pad", [])
+    if not isinstance(pad_raw, list) or not all(isinstance(p, str) for p in pad_raw):
+        v.fail(f"{w}.pad", 'must be a list of dimension names, e.g. ["batch"]')
+    for p in pad_raw:
+        if p not in dims:
+            v.fail(f"{w}.pad", f"{p!r} is not a dimension; choose from {list(dims)}")
+    if len(set(pad_raw)) != len(pad_raw):
+        v.fail(f"{w}.pad", "lists a dimension twice")
+
+    outputs_raw = raw.get("outputs")
+    outputs: tuple[tuple[str | int, ...], ...] = ()
+    if outputs_raw is None:
+        if pad_raw:
+            v.fail(f"{w}.outputs", "missing; with pad, give each output's shape (e.g. "
+                   '[["batch", "seq", 1024]]) so padded dimensions can be sliced back')  # fmt: skip
+    else:
+        if not isinstance(outputs_raw, list) or not outputs_raw:
+            v.fail(f"{w}.outputs", "must be a list of shapes, one per output of forward")
+        outputs = tuple(shape(o, f"{w}.outputs[{i}]") for i, o in enumerate(outputs_raw))
+
+    mode = raw.get("mode", "max-autotune")
+    if mode not in MODES:
+        v.fail(f"{w}.mode", f"{mode!r}: use one of {', '.join(MODES)}")
+    options = v.table(raw, "options", w)
+    tol = raw.get("tolerance", TOLERANCE[str(dtype)])
+    if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
+        v.fail(f"{w}.tolerance", f"{tol!r} must be a number between 0 and 1")
+    seed = v.int_value(raw.get("seed", 0), f"{w}.seed", minimum=0)
+    return ModelRecipe(
+        name=name,
+        source=source,
+        factory=factory,
+        source_text=source_text,
+        kwargs=dict(kwargs),
+        dtype=str(dtype),
+        inputs=tuple(inputs),
+        dims=dims,
+        buckets=buckets,
+        pad=tuple(pad_raw),
+        outputs=outputs,
+        mode=str(mode),
+        options=dict(options),
+        tolerance=float(tol),
+        seed=seed,
+    )
+
+
+# --- build --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """Where ``build`` compiles the model. ``auto``: on each target whose GPU kind is here
+    (an error when none is); ``cuda``: the same; ``cpu``: for the CPU only (to test the flow
+    on a machine without a GPU; such a bundle serves CPU modules only)."""
+
+    device: str = "auto"
+    gpus: list[GpuInfo] | None = None  # None: ask the driver
+
+
+@dataclass(frozen=True)
+class _Place:
+    target: str
+    device: str  # torch device string: "cpu", "cuda:0"
+    name: str
+    cc: tuple[int, int] | None
+
+
+@dataclass
+class ModelBuild:
+    spec: mf.ModelSpec
+    payloads: dict[str, bytes]
+    report: list[str] = field(default_factory=list)
+    source_sha256: str = ""
+
+
+def entry_name(target: str, dims: Sequence[str], bucket: Sequence[int]) -> str:
+    return f"model/{target}/" + ",".join(f"{d}={b}" for d, b in zip(dims, bucket, strict=True))
+
+
+def concrete(shape: Sequence[str | int], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+
+
+def build_model(
+    recipe: Any, opts: ModelOptions, log: Callable[[str], None] = lambda s: None
+) -> ModelBuild:
+    """Compile, verify and serialize every bucket of ``recipe.model`` for every place."""
+    import torch
+
+    mr: ModelRecipe = recipe.model
+    places = _places(recipe, opts)
+    factory = _factory(mr)
+    payloads: dict[str, bytes] = {}
+    artifacts: list[mf.ModelArtifacts] = []
+    weights_spec: tuple[mf.ModelWeight, ...] | None = None
+    single_output = True
+    report = [f"## Model `{mr.name}` ({mr.source_text}, {mr.dtype}, mode {mr.mode})", ""]
+    for place in places:
+        torch.manual_seed(mr.seed)
+        model = factory(**mr.kwargs)
+        if not isinstance(model, torch.nn.Module):
+            raise BuildError(f"[model] {mr.source_text} returned {type(model).__name__}, "
+                             "not a torch.nn.Module")  # fmt: skip
+        model = model.to(device=place.device, dtype=_torch_dtype(mr.dtype)).eval()
+        reference = copy.deepcopy(model).to(torch.float64)
+        buckets: list[mf.ModelBucket] = []
+        report += [f"### {place.target} ({place.name})", "",
+                   "| bucket | compile s | bytes | rel err | padded from | rel err padded |",
+                   "|---|---|---|---|---|---|"]  # fmt: skip
+        for bucket in mr.bucket_grid:
+            where = ", ".join(f"{d}={b}" for d, b in zip(mr.dims, bucket, strict=True))
+            log(f"model {mr.name} on {place.target}: compiling {where}")
+            data, metrics, wspec, single = _compile_bucket(
+                mr, model, reference, place, bucket, where
+            )
+            if weights_spec is None:
+                weights_spec, single_output = wspec, single
+            elif wspec != weights_spec:
+                raise BuildError(f"[model] at {where}: the export graph's parameters differ "
+                                 "from the first bucket's; the module must not depend on "
+                                 "shapes for which weights it uses")  # fmt: skip
+            entry = entry_name(place.target, mr.dims, bucket)
+            payloads[entry] = data
+            buckets.append(mf.ModelBucket(bucket, entry, metrics))
+            report.append(
+                f"| {where} | {metrics['compile_s']:.1f} | {len(data)} | "
+                f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "
+                f"{_fmt(metrics.get('pad_rel_err'))} |"
+            )
+        report.append("")
+        artifacts.append(
+            mf.ModelArtifacts(
+                target=place.target,
+                device="cpu" if place.device == "cpu" else "cuda",
+                device_name=place.name,
+                cc=place.cc,
+                torch=str(torch.__version__),
+                mode=mr.mode,
+                buckets=tuple(buckets),
+            )
+        )
+    spec = mf.ModelSpec(
+        name=mr.name,
+        source=mr.source_text,
+        dtype=mr.dtype,
+        inputs=mr.inputs,
+        outputs=mr.outputs,
+        single_output=single_output,
+        dims=mr.dims,
+        buckets=mr.buckets,
+        pad=mr.pad,
+        weights=weights_spec or (),
+        artifacts=tuple(artifacts),
+    )
+    sha = hashlib.sha256(mr.source.read_bytes()).hexdigest()
+    return ModelBuild(spec, payloads, report, sha)
+
+
+def _fmt(x: Any) -> str:
+    return f"{x:.2e}" if isinstance(x, float) else ""
+
+
+def _places(recipe: Any, opts: ModelOptions) -> list[_Place]:
+    if opts.device not in DEVICES:
+        raise BuildError(f"model device {opts.device!r}: use one of {', '.join(DEVICES)}")
+    if opts.device == "cpu":
+        import platform
+
+        return [_Place("cpu", "cpu", platform.processor() or platform.machine(), None)]
+    from .tune.gpu import detect, matches
+
+    gpus = detect() if opts.gpus is None else opts.gpus
+    places = []
+    for target in recipe.targets:
+        gpu = next((g for g in gpus if matches(target, g)), None)
+        if gpu is not None:
+            places.append(_Place(target.name, f"cuda:{gpu.ordinal}", gpu.name, gpu.cc))
+    if not places:
+        have = ", ".join(f"{g.name} ({g.arch})" for g in gpus) or "no GPU"
+        want = ", ".join(t.name for t in recipe.targets)
+        raise BuildError(
+            f"[model] {mr_name(recipe)}: compiling a model needs a GPU of a target's kind "
+            f"({want}); this machine has {have}. Build on such a machine, or pass "
+            "--model-device cpu for a CPU-only bundle (tests, prototyping)"
+        )
+    return places
+
+
+def mr_name(recipe: Any) -> str:
+    return str(recipe.model.name)
+
+
+def _factory(mr: ModelRecipe) -> Callable[..., Any]:
+    digest = hashlib.sha256(str(mr.source).encode()).hexdigest()[:12]
+    mod_name = f"_aotc_model_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, mr.source)
+    if spec is None or spec.loader is None:
+        raise BuildError(f"[model].source: cannot import {mr.source}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module  # dataclasses and pickling look modules up by name
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise BuildError(f"[model].source: importing {mr.source} failed: {exc!r}") from exc
+    fn = getattr(module, mr.factory, None)
+    if not callable(fn):
+        raise BuildError(f"[model].source: {mr.source.name} defines no callable "
+                         f"{mr.factory!r}")  # fmt: skip
+    return fn  # type: ignore[no-any-return]
+
+
+_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, _DTYPES[name])
+
+
+def dtype_name(dtype: Any) -> str:
+    for k, v in _DTYPES.items():
+        if str(dtype) == f"torch.{v}":
+            return k
+    return str(dtype).removeprefix("torch.")
+
+
+def _weights(model: Any, ep: Any, mr: ModelRecipe, where: str) -> tuple[list[Any], list[Any]]:
+    """The lifted inputs in graph-signature order: (tensors, manifest records)."""
+    from torch.export.graph_signature import InputKind
+
+    named = dict(model.named_parameters(remove_duplicate=False))
+    named.update(dict(model.named_buffers(remove_duplicate=False)))
+    tensors, records = [], []
+    users = 0
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            users += 1
+            continue
+        if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER):
+            raise BuildError(
+                f"[model] at {where}: export lifted a {spec.kind.name.lower()} "
+                f"({spec.target}); only parameters and buffers can be bound at load. Make "
+                "tensors created in forward buffers of the module (register_buffer)"
+            )
+        if users:
+            raise BuildError(f"[model] at {where}: the export graph takes user inputs "
+                             "before weights; not supported")  # fmt: skip
+        t = named[spec.target]
+        tensors.append(t)
+        records.append(
+            mf.ModelWeight(
+                name=spec.target,
+                kind="parameter" if spec.kind == InputKind.PARAMETER else "buffer",
+                dtype=dtype_name(t.dtype),
+                shape=tuple(t.shape),
+                stride=tuple(t.stride()),
+            )
+        )
+    if users != len(mr.inputs):
+        raise BuildError(f"[model] at {where}: forward takes {users} tensor inputs; the "
+                         f"recipe's [model].inputs names {len(mr.inputs)}")  # fmt: skip
+    return tensors, records
+
+
+def _flat(out: Any) -> tuple[list[Any], bool]:
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return [out], True
+    if isinstance(out, tuple | list) and all(isinstance(o, torch.Tensor) for o in out):
+        return list(out), False
+    raise BuildError(f"[model] forward must return a tensor or a tuple of tensors, got "
+                     f"{type(out).__name__}")  # fmt: skip
+
+
+def rel_err(out: Any, ref: Any) -> float:
+    import torch
+
+    o, r = out.to(torch.float64), ref.to(torch.float64)
+    scale = float(r.abs().max()) if r.numel() else 0.0
+    return float((o - r).abs().max()) / max(scale, 1e-30) if r.numel() else 0.0
+
+
+def _compile_bucket(
+    mr: ModelRecipe, model: Any, reference: Any, place: _Place, bucket: tuple[int, ...],
+    where: str,
+) -> tuple[bytes, dict[str, Any], tuple[mf.ModelWeight, ...], bool]:  # fmt: skip
+    import torch
+
+    sizes = dict(zip(mr.dims, bucket, strict=True))
+    gen = torch.Generator(device="cpu").manual_seed(mr.seed + 1)
+    xs = [
+        torch.randn(concrete(i.shape, sizes), generator=gen, dtype=torch.float64)
+        .to(device=place.device, dtype=_torch_dtype(i.dtype))
+        for i in mr.inputs
+    ]
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        try:
+            ep = torch.export.export(model, tuple(xs))
+        except Exception as exc:
+            raise BuildError(f"[model] at {where}: torch.export failed: {exc}") from exc
+        weights, records = _weights(model, ep, mr, where)
+        patches = dict(torch._inductor.list_mode_options(MODES[mr.mode]))
+        patches.update(mr.options)
+        art = torch._inductor.standalone_compile(
+            ep.graph_module,
+            [*weights, *xs],
+            dynamic_shapes="from_example_inputs",
+            options={"config_patches": patches},
+        )
+        compile_s = time.perf_counter() - t0
+        with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
+            path = os.path.join(tmp, "artifact.bin")
+            art.save(path=path, format="binary")
+            data = Path(path).read_bytes()
+        outs, single = _flat(model(*xs))
+        got = list(art(*weights, *xs))
+        ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))
+    _check_outputs(mr, got, outs, sizes, where)
+    err = max(rel_err(g, r) for g, r in zip(got, ref, strict=True))
+    metrics: dict[str, Any] = {"compile_s": round(compile_s, 3), "rel_err": err}
+    if err > mr.tolerance:
+        raise BuildError(f"[model] at {where}: compiled outputs differ from eager float64 by "
+                         f"{err:.2e} (relative), above the tolerance {mr.tolerance:g}")  # fmt: skip
+    padded = _pad_check(mr, art, weights, reference, place, bucket, sizes, gen, where)
+    if padded is not None:
+        metrics["padded_from"], metrics["pad_rel_err"] = padded
+    return data, metrics, tuple(records), single
+
+
+def _check_outputs(
+    mr: ModelRecipe, got: list[Any], eager: list[Any], sizes: Mapping[str, int], where: str
+) -> None:
+    if len(got) != len(eager):
+        raise BuildError(f"[model] at {where}: the compiled graph returns {len(got)} outputs, "
+                         f"eager forward {len(eager)}")  # fmt: skip
+    if not mr.outputs:
+        return
+    if len(mr.outputs) != len(got):
+        raise BuildError(f"[model].outputs lists {len(mr.outputs)} shapes; forward returns "
+                         f"{len(got)} tensors")  # fmt: skip
+    for i, (o, sym) in enumerate(zip(got, mr.outputs, strict=True)):
+        want = concrete(sym, sizes)
+        if tuple(o.shape) != want:
+            raise BuildError(f"[model].outputs[{i}]: {list(sym)} is {list(want)} at {where}, "
+                             f"but forward returns shape {list(o.shape)}")  # fmt: skip
+
+
+def _pad_check(
+    mr: ModelRecipe, art: Any, weights: list[Any], reference: Any, place: _Place,
+    bucket: tuple[int, ...], sizes: Mapping[str, int], gen: Any, where: str,
+) -> tuple[str, float] | None:  # fmt: skip
+    """Run the bucket on smaller inputs padded with zeros and compare the sliced outputs
+    with eager float64 at the smaller size: proves the recipe's ``pad`` safe here."""
+    import torch
+
+    small = dict(sizes)
+    for d, bounds in zip(mr.dims, mr.buckets, strict=True):
+        if d in mr.pad:
+            i = bounds.index(sizes[d])
+            small[d] = bounds[i - 1] + 1 if i else max(1, sizes[d] // 2)
+    if small == sizes:
+        return None
+    xs = []
+    padded = []
+    for inp in mr.inputs:
+        x = torch.randn(concrete(inp.shape, small), generator=gen, dtype=torch.float64)
+        x = x.to(device=place.device, dtype=_torch_dtype(inp.dtype))
+        p = torch.zeros(concrete(inp.shape, sizes), dtype=x.dtype, device=x.device)
+        p[tuple(slice(0, n) for n in x.shape)] = x
+        xs.append(x)
+        padded.append(p)
+    with torch.no_grad():
+        got = list(art(*weights, *padded))
+        ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))
+    err = 0.0
+    for o, r, sym in zip(got, ref, mr.outputs, strict=True):
+        o = o[tuple(slice(0, n) for n in concrete(sym, small))]
+        err = max(err, rel_err(o, r))
+    shown = ", ".join(f"{d}={small[d]}" for d in mr.dims if small[d] != sizes[d])
+    if err > mr.tolerance:
+        raise BuildError(
+            f"[model].pad: at {shown} padded up to {where} the outputs differ from eager by "
+            f"{err:.2e} (relative, tolerance {mr.tolerance:g}). Padding a dimension preserves "
+            "the outputs only when no real position reads a padded one (per-sample models "
+            "for batch; causal attention with padding at the end for a sequence); remove "
+            "that dimension from [model] pad"
+        )
+    return shown, err
