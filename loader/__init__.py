@@ -5,6 +5,7 @@
     bundle["rmsnorm"](x, w, out, M, N, x.stride(0), out.stride(0), 1e-6)
     mlp = bundle.pipeline("mlp", w_norm=wn, w_gate_up=wgu, w_down=wd)  # one CUDA graph
     out = mlp(x)                                                        # per bucket
+    layer = loader.load_model(bundle_path, module)  # [model]: PyTorch, imported on call
 
 Dependencies: the standard library, ``zstandard`` and the NVIDIA driver (``libcuda.so.1``).
 """
@@ -20,6 +21,7 @@ from .errors import (
     RegistryError,
 )
 from .format import FORMAT_VERSION
+from .model import ModelRunner, load_model
 from .pipeline import Pipeline
 
 __all__ = [
@@ -30,9 +32,11 @@ __all__ = [
     "CudaError",
     "Kernel",
     "LoaderError",
+    "ModelRunner",
     "NoTargetError",
     "Pipeline",
     "RegistryAuthError",
     "RegistryError",
+    "load_model",
     "open",
 ]

@@ -1,0 +1,376 @@
+"""Model mode: serve a bundle's ``[model]`` with the service's own ``nn.Module`` weights.
+
+    runner = loader.load_model("artifacts/layer-0.1.0.aotc", module)  # module on the GPU
+    runner.warmup()           # optional: load every bucket and capture its CUDA graph now
+    y = runner(x)             # x: [b, t, 1024], any b, t within the buckets
+
+This is the one part of the loader that uses PyTorch: ``torch`` (imported when
+``load_model`` is called, never by ``import loader``) loads each bucket's Inductor
+artifact (``torch._inductor.CompiledArtifact.load``). Loading runs no Inductor code
+generation and no Triton compilation (the GPU probe counted zero of both;
+tests/test_model.py counts them on the CPU); on the CPU, Inductor still builds the
+artifact's C++ source at load.
+
+Per call: the bucket is the smallest one at or above each dimension's size; a dimension
+listed in the recipe's ``pad`` may be smaller than its bucket (the input is padded with
+zeros at the end and the outputs sliced back), any other must equal a bucket bound. On
+CUDA each bucket's artifact is captured once as a CUDA graph over static input buffers
+(at first use or ``warmup``) and replayed; on the CPU the artifact is called directly.
+The weights are the module's own tensors, bound by name at load and read in place: update
+them in place (``copy_``), never reassign a parameter, or the graphs read stale memory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .dispatch import bucket_index, flat_bucket, name_match
+from .errors import ArgumentError, BundleError, NoTargetError
+from .format import BundleFile
+from .manifest import Manifest, ManifestError, ModelArtifacts, ModelSpec
+
+_TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+
+
+def _torch() -> Any:
+    # Imported by name so that `import loader` never pulls torch in (tests pin this).
+    return importlib.import_module("torch")
+
+
+def load_model(
+    source: Any,
+    module: Any,
+    *,
+    warmup: bool | Mapping[str, Iterable[int]] | None = None,
+    cuda_graphs: bool = True,
+) -> ModelRunner:
+    """The bundle's model with ``module``'s weights bound: a callable over its inputs.
+
+    ``source``: a bundle path, ``oci://...`` reference, or an open ``loader.Bundle``.
+    ``module``: the service's ``nn.Module``, already on its device and in its dtype, with
+    the parameters and buffers the bundle's model was built with (names, shapes, strides,
+    dtypes; checked here). ``warmup``: True loads (and on CUDA captures) every bucket now;
+    ``{"batch": [1, 8]}`` the buckets of those sizes (other dimensions: every bucket).
+    ``cuda_graphs=False`` calls the artifacts directly on CUDA too (for debugging).
+    """
+    file, owned = _open(source)
+    try:
+        manifest = Manifest.from_json(file.manifest)
+        manifest.require_complete()
+    except ManifestError as exc:
+        if owned:
+            file.close()
+        raise BundleError(f"{file.path}: {exc}") from None
+    if manifest.model is None:
+        if owned:
+            file.close()
+        raise BundleError(f"{file.path}: the bundle has no [model]; build a recipe with one")
+    runner = ModelRunner(file, manifest, manifest.model, module, cuda_graphs=cuda_graphs)
+    runner._owned = owned
+    if warmup:
+        runner.warmup(**({} if warmup is True else dict(warmup)))
+    return runner
+
+
+def _open(source: Any) -> tuple[BundleFile, bool]:
+    if isinstance(source, BundleFile):
+        return source, False
+    file = getattr(source, "file", None)
+    if isinstance(file, BundleFile):  # a loader.Bundle
+        return file, False
+    if isinstance(source, str) and source.startswith("oci://"):
+        from .oci import locate
+
+        source = locate(source)
+    return BundleFile(source), True
+
+
+class _Bucket:
+    """One bucket: its artifact, loaded at first use, and on CUDA its captured graph."""
+
+    def __init__(self, bounds: tuple[int, ...], entry: str):
+        self.bounds = bounds
+        self.entry = entry
+        self.lock = threading.Lock()
+        self.artifact: Any = None
+        self.graph: Any = None
+        self.inputs: list[Any] = []  # static input buffers (CUDA graphs)
+        self.outputs: list[Any] = []  # static outputs of the captured graph
+        self.done: Any = None  # event: the last call's copies out of ``outputs`` finished
+
+
+class ModelRunner:
+    """Callable: ``runner(*inputs)`` returns what the module's forward would (a tensor or a
+    tuple of tensors). Thread-safe: a lock per bucket; on CUDA an event orders uses of a
+    bucket's buffers from different streams."""
+
+    def __init__(
+        self, file: BundleFile, manifest: Manifest, spec: ModelSpec, module: Any,
+        *, cuda_graphs: bool = True,
+    ):  # fmt: skip
+        torch = _torch()
+        self.torch = torch
+        self.file = file
+        self.spec = spec
+        self._owned = False
+        self.device = _module_device(module, file)
+        self.artifacts = _choose(manifest, spec, self.device, torch, file)
+        self.use_graphs = cuda_graphs and self.device.type == "cuda"
+        self.weights = _bind(spec, module, self.device, torch, file)
+        self._dtypes = [getattr(torch, _TORCH_DTYPES[i.dtype]) for i in spec.inputs]
+        self._buckets = [_Bucket(b.bucket, b.entry) for b in self.artifacts.buckets]
+        self._dim_index = {d: i for i, d in enumerate(spec.dims)}
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self.spec.inputs)
+        return (f"<aotc model {self.spec.name}({ins}) on {self.artifacts.target}, "
+                f"{len(self._buckets)} buckets>")  # fmt: skip
+
+    # --- dispatch ---------------------------------------------------------------------
+
+    def sizes(self, inputs: Sequence[Any]) -> dict[str, int]:
+        """Each dimension's size in this call, checked against the inputs' declared shapes."""
+        spec = self.spec
+        if len(inputs) != len(spec.inputs):
+            raise ArgumentError(f"{spec.name}() takes {len(spec.inputs)} inputs "
+                                f"({', '.join(i.name for i in spec.inputs)}), got {len(inputs)}")
+        sizes: dict[str, int] = {}
+        for x, inp, dt in zip(inputs, spec.inputs, self._dtypes, strict=True):
+            if not isinstance(x, self.torch.Tensor):
+                raise ArgumentError(f"{spec.name}(): {inp.name} must be a tensor")
+            if x.dtype != dt:
+                raise ArgumentError(f"{spec.name}(): {inp.name} has dtype {x.dtype}, "
+                                    f"expected {dt}")  # fmt: skip
+            if x.device != self.device:
+                raise ArgumentError(f"{spec.name}(): {inp.name} is on {x.device}, the model "
+                                    f"on {self.device}")  # fmt: skip
+            if x.dim() != len(inp.shape):
+                raise ArgumentError(f"{spec.name}(): {inp.name} has {x.dim()} dimensions, "
+                                    f"expected {list(inp.shape)}")  # fmt: skip
+            for n, sym in zip(x.shape, inp.shape, strict=True):
+                if isinstance(sym, int):
+                    if n != sym:
+                        raise ArgumentError(f"{spec.name}(): {inp.name} has shape {list(x.shape)}"
+                                            f", expected {list(inp.shape)}")  # fmt: skip
+                elif sizes.setdefault(sym, int(n)) != n:
+                    raise ArgumentError(f"{spec.name}(): dimension {sym} is {sizes[sym]} in one "
+                                        f"input and {int(n)} in {inp.name}")  # fmt: skip
+        return sizes
+
+    def bucket_for(self, sizes: Mapping[str, int]) -> _Bucket:
+        spec = self.spec
+        values = []
+        for d, bounds in zip(spec.dims, spec.buckets, strict=True):
+            n = sizes[d]
+            if n < 1 or n > bounds[-1]:
+                raise ArgumentError(f"{spec.name}(): {d}={n} is outside the buckets "
+                                    f"(1..{bounds[-1]}); rebuild with a larger bucket")  # fmt: skip
+            b = bounds[bucket_index(bounds, n)]
+            if b != n and d not in spec.pad:
+                raise ArgumentError(
+                    f"{spec.name}(): {d}={n} is not a bucket size {list(bounds)}, and {d} may "
+                    "not be padded (add it to the recipe's [model] pad if that is safe)"
+                )
+            values.append(n)
+        return self._buckets[flat_bucket(spec.buckets, values)]
+
+    # --- calls ------------------------------------------------------------------------
+
+    def __call__(self, *inputs: Any) -> Any:
+        sizes = self.sizes(inputs)
+        b = self.bucket_for(sizes)
+        full = dict(zip(self.spec.dims, b.bounds, strict=True))
+        padded = sizes != full
+        with self.torch.no_grad(), b.lock:
+            self._ensure(b)
+            if self.use_graphs:
+                outs = self._replay(b, inputs, sizes, padded)
+            else:
+                args = [self._pad(x, inp.shape, full) for x, inp in
+                        zip(inputs, self.spec.inputs, strict=True)] if padded else list(inputs)  # fmt: skip
+                outs = [self._slice(o, i, sizes, padded)
+                        for i, o in enumerate(b.artifact(*self.weights, *args))]  # fmt: skip
+        return outs[0] if self.spec.single_output else tuple(outs)
+
+    def _pad(self, x: Any, shape: Sequence[str | int], full: Mapping[str, int]) -> Any:
+        want = tuple(full[d] if isinstance(d, str) else d for d in shape)
+        if tuple(x.shape) == want:
+            return x
+        p = self.torch.zeros(want, dtype=x.dtype, device=x.device)
+        p[tuple(slice(0, n) for n in x.shape)] = x
+        return p
+
+    def _slice(self, out: Any, i: int, sizes: Mapping[str, int], padded: bool) -> Any:
+        if not padded or not self.spec.outputs:
+            return out
+        sym = self.spec.outputs[i]
+        want = tuple(sizes[d] if isinstance(d, str) else d for d in sym)
+        return out[tuple(slice(0, n) for n in want)].clone()
+
+    def _replay(
+        self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
+    ) -> list[Any]:
+        torch = self.torch
+        stream = torch.cuda.current_stream(self.device)
+        if b.done is not None:
+            stream.wait_event(b.done)  # another stream's copies out of b.outputs
+        for buf, x in zip(b.inputs, inputs, strict=True):
+            if tuple(buf.shape) == tuple(x.shape):
+                buf.copy_(x)
+            else:
+                buf.zero_()
+                buf[tuple(slice(0, n) for n in x.shape)].copy_(x)
+        b.graph.replay()
+        outs = [self._slice(o, i, sizes, True) if padded else o.clone()
+                for i, o in enumerate(b.outputs)]  # fmt: skip
+        if b.done is None:
+            b.done = torch.cuda.Event()
+        b.done.record(stream)
+        return outs
+
+    # --- loading ------------------------------------------------------------------------
+
+    def _ensure(self, b: _Bucket) -> None:
+        """Load the bucket's artifact (and capture its graph); the caller holds b.lock."""
+        if b.artifact is None:
+            b.artifact = self._load(b.entry)
+        if self.use_graphs and b.graph is None:
+            self._capture(b)
+
+    def _load(self, entry: str) -> Any:
+        data = self.file.read_entry(entry)
+        torch = self.torch
+        with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
+            path = os.path.join(tmp, "artifact.bin")
+            with open(path, "wb") as f:
+                f.write(data)
+            try:
+                return torch._inductor.CompiledArtifact.load(path=path, format="binary")
+            except Exception as exc:  # torch asserts on a foreign artifact; say what it is
+                raise BundleError(f"{self.file.path}: entry {entry!r} does not load into this "
+                                  f"torch {torch.__version__}: {exc!r}") from exc  # fmt: skip
+
+    def _capture(self, b: _Bucket) -> None:
+        torch = self.torch
+        full = dict(zip(self.spec.dims, b.bounds, strict=True))
+        b.inputs = [
+            torch.zeros(tuple(full[d] if isinstance(d, str) else d for d in i.shape),
+                        dtype=dt, device=self.device)
+            for i, dt in zip(self.spec.inputs, self._dtypes, strict=True)
+        ]  # fmt: skip
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(2):  # first calls load kernels and allocate; not in the graph
+                b.artifact(*self.weights, *b.inputs)
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            b.outputs = list(b.artifact(*self.weights, *b.inputs))
+        b.graph = graph
+
+    def warmup(self, **sizes: Iterable[int]) -> int:
+        """Load (and on CUDA capture) the buckets of the given sizes per dimension (every
+        bucket of a dimension not given). Returns how many buckets are ready."""
+        spec = self.spec
+        for d in sizes:
+            if d not in spec.dims:
+                raise ArgumentError(f"warmup(): {d!r} is not a dimension of {spec.name}; it "
+                                    f"has {', '.join(spec.dims)}")  # fmt: skip
+        wanted: list[set[int]] = []
+        for d, bounds in zip(spec.dims, spec.buckets, strict=True):
+            if d in sizes:
+                wanted.append({bounds[bucket_index(bounds, int(n))] for n in sizes[d]})
+            else:
+                wanted.append(set(bounds))
+        n = 0
+        with self.torch.no_grad():
+            for b in self._buckets:
+                if all(x in w for x, w in zip(b.bounds, wanted, strict=True)):
+                    with b.lock:
+                        self._ensure(b)
+                    n += 1
+        return n
+
+    def close(self) -> None:
+        for b in self._buckets:
+            with b.lock:
+                b.graph = b.artifact = None
+                b.inputs, b.outputs = [], []
+        if self._owned:
+            self.file.close()
+
+
+def _module_device(module: Any, file: BundleFile) -> Any:
+    for t in (*module.parameters(), *module.buffers()):
+        return t.device
+    raise BundleError(f"{file.path}: the module has no parameters or buffers to bind")
+
+
+def _choose(manifest: Manifest, spec: ModelSpec, device: Any, torch: Any,
+            file: BundleFile) -> ModelArtifacts:  # fmt: skip
+    kind = device.type
+    have = ", ".join(f"{a.target} ({a.device}, {a.device_name}, torch {a.torch})"
+                     for a in spec.artifacts) or "nothing"  # fmt: skip
+    same_kind = [a for a in spec.artifacts if a.device == kind]
+    if kind == "cuda":
+        name = torch.cuda.get_device_name(device)
+        cc = tuple(torch.cuda.get_device_capability(device))
+        same_kind = [a for a in same_kind if a.cc == cc]
+        targets = {t.name: t for t in manifest.targets}
+        same_kind.sort(key=lambda a: -name_match(targets[a.target], name)
+                       if a.target in targets else 0)  # fmt: skip
+        here = f"{name} (sm_{cc[0]}{cc[1]})"
+    else:
+        here = kind
+    if not same_kind:
+        raise NoTargetError(f"{file.path}: no model artifacts for {here}; the bundle holds: "
+                            f"{have}. Build the recipe on such a device")  # fmt: skip
+    chosen = same_kind[0]
+    if chosen.torch != torch.__version__:
+        raise BundleError(
+            f"{file.path}: the model was built with torch {chosen.torch}; this process has "
+            f"torch {torch.__version__}. Inductor artifacts load only into the torch that "
+            "built them: rebuild the bundle with this torch"
+        )
+    return chosen
+
+
+def _bind(spec: ModelSpec, module: Any, device: Any, torch: Any, file: BundleFile) -> list[Any]:
+    named = dict(module.named_parameters(remove_duplicate=False))
+    named.update(dict(module.named_buffers(remove_duplicate=False)))
+    want = {w.name for w in spec.weights}
+    missing = [w.name for w in spec.weights if w.name not in named]
+    extra = sorted(n for n in named if n not in want)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"lacks {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+        if extra:
+            parts.append(f"has {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''} too")
+        raise ArgumentError(f"{file.path}: the module is not the one the model was built from "
+                            f"({spec.source}): it {'; it '.join(parts)}")  # fmt: skip
+    out = []
+    for w in spec.weights:
+        t = named[w.name]
+        dt = getattr(torch, _TORCH_DTYPES.get(w.dtype, w.dtype), None)
+        problems = []
+        if tuple(t.shape) != w.shape:
+            problems.append(f"shape {list(t.shape)}, expected {list(w.shape)}")
+        if t.dtype != dt:
+            problems.append(f"dtype {t.dtype}, expected {w.dtype}")
+        if tuple(t.stride()) != w.stride and tuple(t.shape) == w.shape:
+            problems.append(f"strides {list(t.stride())}, expected {list(w.stride)}")
+        if t.device != device:
+            problems.append(f"device {t.device}, the rest of the module on {device}")
+        if problems:
+            raise ArgumentError(f"{file.path}: the module's {w.kind} {w.name!r} has "
+                                f"{'; '.join(problems)}")  # fmt: skip
+        out.append(t.detach())
+    return out
