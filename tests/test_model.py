@@ -1,0 +1,245 @@
+"""Model mode end to end on the CPU: build a tiny causal layer per bucket, load it with the
+module's own weights, compare with eager at every bucket and between buckets (padding),
+and count compilations while loading and calling: Inductor code generation and Triton
+compilation must not happen. Skipped where torch is not installed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from aot.build import build  # noqa: E402
+from aot.errors import BuildError  # noqa: E402
+from aot.model import ModelOptions  # noqa: E402
+from loader import ArgumentError, BundleError, NoTargetError, load_model  # noqa: E402
+from loader.format import BundleFile, encode  # noqa: E402
+
+from .conftest import env_for  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "model"
+ROOT = Path(__file__).resolve().parents[1]
+# Sizes to call at: every bucket's bounds, and sizes between them (padded up).
+SIZES = [(1, 8), (2, 16), (1, 16), (2, 8), (1, 3), (2, 11), (1, 9), (2, 1)]
+
+COUNTING = r"""
+import json, sys, torch
+counts = {"inductor_codegen": 0, "triton_compile": 0, "cpp_build": 0}
+import torch._inductor.graph as ig
+real_codegen = ig.GraphLowering.codegen
+def codegen(self, *a, **k):
+    counts["inductor_codegen"] += 1
+    return real_codegen(self, *a, **k)
+ig.GraphLowering.codegen = codegen
+try:
+    import triton.compiler.compiler as tc
+    real_compile = tc.compile
+    def compile(*a, **k):
+        counts["triton_compile"] += 1
+        return real_compile(*a, **k)
+    tc.compile = compile
+except ImportError:
+    pass
+import torch._inductor.cpp_builder as cb
+real_build = cb.CppBuilder.build
+def build(self, *a, **k):
+    counts["cpp_build"] += 1
+    return real_build(self, *a, **k)
+cb.CppBuilder.build = build
+"""
+
+CHILD = (
+    COUNTING
+    + r"""
+sys.path.insert(0, sys.argv[2])
+import tiny, loader
+torch.manual_seed(7)
+m = tiny.make_layer(d_model=32, heads=2, ffn=64).eval()
+runner = loader.load_model(sys.argv[1], m, warmup=True)
+errs = []
+for b, t in json.loads(sys.argv[3]):
+    x = torch.randn(b, t, 32)
+    with torch.no_grad():
+        errs.append(float((runner(x) - m(x)).abs().max()))
+print(json.dumps({**counts, "max_err": max(errs)}))
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("model") / "tiny.aotc"
+    env = env_for(tmp_path_factory.mktemp("cache"))
+    build(DATA / "tiny.toml", out, env, ROOT, model=ModelOptions(device="cpu"))
+    return out
+
+
+def _module(seed: int = 3, **kw: Any) -> Any:
+    sys.path.insert(0, str(DATA))
+    import tiny
+
+    torch.manual_seed(seed)
+    return tiny.make_layer(**{"d_model": 32, "heads": 2, "ffn": 64, **kw}).eval()
+
+
+def test_manifest_records_the_model(tiny_bundle: Path) -> None:
+    from loader.manifest import Manifest
+
+    with BundleFile(tiny_bundle) as f:
+        m = Manifest.from_json(f.manifest)
+        assert m.kernels == () and m.model is not None
+        spec = m.model
+        assert spec.dims == ("batch", "seq") and spec.buckets == ((1, 2), (8, 16))
+        assert spec.pad == ("batch", "seq") and spec.single_output
+        names = [w.name for w in spec.weights]
+        assert names[:2] == ["n1.weight", "n1.bias"] and names[-1] == "gain"
+        assert spec.weights[-1].kind == "buffer"
+        (arts,) = spec.artifacts
+        assert arts.device == "cpu" and arts.torch == torch.__version__
+        assert [b.bucket for b in arts.buckets] == [(1, 8), (1, 16), (2, 8), (2, 16)]
+        assert all(b.entry in f.entries for b in arts.buckets)
+        assert all(b.metrics["rel_err"] < 1e-5 for b in arts.buckets)
+        assert m.provenance["torch"] == torch.__version__
+
+
+def test_every_bucket_and_padding_match_eager(tiny_bundle: Path) -> None:
+    m = _module()
+    runner = load_model(tiny_bundle, m)
+    for b, t in SIZES:
+        x = torch.randn(b, t, 32)
+        with torch.no_grad():
+            ref = m(x)
+        y = runner(x)
+        assert y.shape == ref.shape
+        torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    # Weights are read in place: an in-place update is seen by the next call.
+    with torch.no_grad():
+        m.f2.bias.add_(1.0)
+        x = torch.randn(1, 8, 32)
+        torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
+    runner.close()
+
+
+def test_same_process_load_and_calls_compile_nothing(tiny_bundle: Path) -> None:
+    counts: dict[str, int] = {}
+    import torch._inductor.graph as ig
+
+    real = ig.GraphLowering.codegen
+
+    def codegen(self: Any, *a: Any, **k: Any) -> Any:
+        counts["codegen"] = counts.get("codegen", 0) + 1
+        return real(self, *a, **k)
+
+    ig.GraphLowering.codegen = codegen  # type: ignore[method-assign]
+    try:
+        m = _module()
+        runner = load_model(tiny_bundle, m, warmup=True)
+        for b, t in SIZES:
+            runner(torch.randn(b, t, 32))
+    finally:
+        ig.GraphLowering.codegen = real  # type: ignore[method-assign]
+    assert counts.get("codegen", 0) == 0
+
+
+def test_fresh_process_with_empty_caches_compiles_nothing(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tiny_bundle), str(DATA), json.dumps(SIZES)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["inductor_codegen"] == 0
+    assert result["triton_compile"] == 0
+    # On the CPU Inductor builds the artifact's C++ at load (cpp_build > 0); on a GPU the
+    # artifact carries compiled Triton kernels (tests/gpu/test_model_gpu.py).
+    assert result["max_err"] < 1e-5
+
+
+def test_wrong_module_is_refused(tiny_bundle: Path) -> None:
+    with pytest.raises(ArgumentError, match=r"n1.weight' has shape \[48\], expected \[32\]"):
+        load_model(tiny_bundle, _module(d_model=48, heads=2))
+    m = _module()
+    m.extra = torch.nn.Linear(2, 2)
+    with pytest.raises(ArgumentError, match="not the one the model was built from.*extra.weight"):
+        load_model(tiny_bundle, m)
+    with pytest.raises(ArgumentError, match="dtype torch.float64, expected fp32"):
+        load_model(tiny_bundle, _module().double())
+
+
+def test_bad_calls(tiny_bundle: Path) -> None:
+    runner = load_model(tiny_bundle, _module())
+    with pytest.raises(ArgumentError, match=r"seq=17 is outside the buckets \(1..16\)"):
+        runner(torch.randn(1, 17, 32))
+    with pytest.raises(ArgumentError, match="has dtype torch.float64, expected torch.float32"):
+        runner(torch.randn(1, 8, 32, dtype=torch.float64))
+    with pytest.raises(ArgumentError, match=r"shape \[1, 8, 31\], expected"):
+        runner(torch.randn(1, 8, 31))
+    with pytest.raises(ArgumentError, match="takes 1 inputs"):
+        runner(torch.randn(1, 8, 32), torch.randn(1, 8, 32))
+    with pytest.raises(ArgumentError, match="warmup\\(\\): 'tokens' is not a dimension"):
+        runner.warmup(tokens=[1])
+    # A dimension not listed in pad must be called at a bucket's size exactly.
+    runner.spec = dataclasses.replace(runner.spec, pad=("batch",))
+    with pytest.raises(ArgumentError, match=r"seq=3 is not a bucket size \[8, 16\]"):
+        runner(torch.randn(1, 3, 32))
+    assert runner(torch.randn(1, 8, 32)).shape == (1, 8, 32)
+
+
+def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
+    with BundleFile(src) as f:
+        manifest = {k: v for k, v in f.manifest.items() if k not in ("entries", "payload_size")}
+        payloads = {n: f.read_entry(n) for n in f.entries}
+    edit(manifest["model"]["artifacts"][0])
+    dst.write_bytes(encode(manifest, payloads))
+    return dst
+
+
+def test_other_torch_or_device_is_refused(tiny_bundle: Path, tmp_path: Path) -> None:
+    other = _rewrite(tiny_bundle, tmp_path / "old.aotc", lambda a: a.update(torch="2.0.0"))
+    with pytest.raises(BundleError, match="built with torch 2.0.0; this process has torch"):
+        load_model(other, _module())
+    gpu = _rewrite(tiny_bundle, tmp_path / "gpu.aotc",
+                   lambda a: a.update(device="cuda", cc=[9, 0], target="sm_90"))  # fmt: skip
+    with pytest.raises(NoTargetError, match="no model artifacts for cpu; the bundle holds: sm_90"):
+        load_model(gpu, _module())
+
+
+def test_no_model_in_bundle(tmp_path: Path) -> None:
+    from . import handmade
+
+    path = handmade.write(tmp_path / "k.aotc")
+    with pytest.raises(BundleError, match="has no \\[model\\]"):
+        load_model(path, _module())
+
+
+def test_unsafe_padding_is_caught_at_build(tmp_path: Path) -> None:
+    text = (DATA / "tiny.toml").read_text()
+    text = text.replace("ffn = 64 }", "ffn = 64, causal = false }")
+    text = text.replace("batch = [1, 2]", "batch = [1]")
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (tmp_path / "r.toml").write_text(text)
+    with pytest.raises(BuildError, match=r"\[model\].pad: at seq=4 padded up to batch=1, seq=8"):
+        build(tmp_path / "r.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
+              model=ModelOptions(device="cpu"))  # fmt: skip
+    assert not (tmp_path / "x.aotc").exists()
+
+
+def test_model_build_needs_a_gpu_unless_cpu(tmp_path: Path) -> None:
+    with pytest.raises(BuildError, match="needs a GPU of a target's kind.*--model-device cpu"):
+        build(DATA / "tiny.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
+              model=ModelOptions(device="auto", gpus=[]))  # fmt: skip
