@@ -447,8 +447,9 @@ def _compile_bucket(
     sizes = dict(zip(mr.dims, bucket, strict=True))
     gen = torch.Generator(device="cpu").manual_seed(mr.seed + 1)
     xs = [
-        torch.randn(concrete(i.shape, sizes), generator=gen, dtype=torch.float64)
-        .to(device=place.device, dtype=_torch_dtype(i.dtype))
+        torch.randn(concrete(i.shape, sizes), generator=gen, dtype=torch.float64).to(
+            device=place.device, dtype=_torch_dtype(i.dtype)
+        )
         for i in mr.inputs
     ]
     t0 = time.perf_counter()

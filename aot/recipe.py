@@ -186,9 +186,7 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
         seen.add(kr.name)
         kernels.append(kr)
     pipelines = _pipelines(v, doc.get("pipeline"), {k.name: k for k in kernels})
-    return Recipe(
-        path.resolve(), sha, name, version, targets, tuple(kernels), pipelines, model
-    )
+    return Recipe(path.resolve(), sha, name, version, targets, tuple(kernels), pipelines, model)
 
 
 def _pipelines(

@@ -138,8 +138,10 @@ class ModelRunner:
         """Each dimension's size in this call, checked against the inputs' declared shapes."""
         spec = self.spec
         if len(inputs) != len(spec.inputs):
-            raise ArgumentError(f"{spec.name}() takes {len(spec.inputs)} inputs "
-                                f"({', '.join(i.name for i in spec.inputs)}), got {len(inputs)}")
+            raise ArgumentError(
+                f"{spec.name}() takes {len(spec.inputs)} inputs "
+                f"({', '.join(i.name for i in spec.inputs)}), got {len(inputs)}"
+            )
         sizes: dict[str, int] = {}
         for x, inp, dt in zip(inputs, spec.inputs, self._dtypes, strict=True):
             if not isinstance(x, self.torch.Tensor):
@@ -192,10 +194,12 @@ class ModelRunner:
             if self.use_graphs:
                 outs = self._replay(b, inputs, sizes, padded)
             else:
-                args = [self._pad(x, inp.shape, full) for x, inp in
-                        zip(inputs, self.spec.inputs, strict=True)] if padded else list(inputs)  # fmt: skip
-                outs = [self._slice(o, i, sizes, padded)
-                        for i, o in enumerate(b.artifact(*self.weights, *args))]  # fmt: skip
+                args = list(inputs)
+                if padded:
+                    shapes = [i.shape for i in self.spec.inputs]
+                    args = [self._pad(x, s, full) for x, s in zip(args, shapes, strict=True)]
+                outs = list(b.artifact(*self.weights, *args))
+                outs = [self._slice(o, i, sizes, padded) for i, o in enumerate(outs)]
         return outs[0] if self.spec.single_output else tuple(outs)
 
     def _pad(self, x: Any, shape: Sequence[str | int], full: Mapping[str, int]) -> Any:

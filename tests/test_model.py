@@ -175,9 +175,9 @@ def test_wrong_module_is_refused(tiny_bundle: Path) -> None:
         load_model(tiny_bundle, _module(d_model=48, heads=2))
     m = _module()
     m.extra = torch.nn.Linear(2, 2)
-    with pytest.raises(ArgumentError, match="not the one the model was built from.*extra.weight"):
+    with pytest.raises(ArgumentError, match=r"not the one the model was built from.*extra\.weight"):
         load_model(tiny_bundle, m)
-    with pytest.raises(ArgumentError, match="dtype torch.float64, expected fp32"):
+    with pytest.raises(ArgumentError, match=r"dtype torch\.float64, expected fp32"):
         load_model(tiny_bundle, _module().double())
 
 
@@ -185,7 +185,7 @@ def test_bad_calls(tiny_bundle: Path) -> None:
     runner = load_model(tiny_bundle, _module())
     with pytest.raises(ArgumentError, match=r"seq=17 is outside the buckets \(1..16\)"):
         runner(torch.randn(1, 17, 32))
-    with pytest.raises(ArgumentError, match="has dtype torch.float64, expected torch.float32"):
+    with pytest.raises(ArgumentError, match=r"has dtype torch\.float64, expected torch\.float32"):
         runner(torch.randn(1, 8, 32, dtype=torch.float64))
     with pytest.raises(ArgumentError, match=r"shape \[1, 8, 31\], expected"):
         runner(torch.randn(1, 8, 31))
@@ -211,7 +211,7 @@ def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
 
 def test_other_torch_or_device_is_refused(tiny_bundle: Path, tmp_path: Path) -> None:
     other = _rewrite(tiny_bundle, tmp_path / "old.aotc", lambda a: a.update(torch="2.0.0"))
-    with pytest.raises(BundleError, match="built with torch 2.0.0; this process has torch"):
+    with pytest.raises(BundleError, match=r"built with torch 2\.0\.0; this process has torch"):
         load_model(other, _module())
     gpu = _rewrite(tiny_bundle, tmp_path / "gpu.aotc",
                    lambda a: a.update(device="cuda", cc=[9, 0], target="sm_90"))  # fmt: skip
@@ -240,6 +240,6 @@ def test_unsafe_padding_is_caught_at_build(tmp_path: Path) -> None:
 
 
 def test_model_build_needs_a_gpu_unless_cpu(tmp_path: Path) -> None:
-    with pytest.raises(BuildError, match="needs a GPU of a target's kind.*--model-device cpu"):
+    with pytest.raises(BuildError, match=r"needs a GPU of a target's kind.*--model-device cpu"):
         build(DATA / "tiny.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
               model=ModelOptions(device="auto", gpus=[]))  # fmt: skip

@@ -48,7 +48,7 @@ class Worker:
 
         self.torch = torch
         torch.cuda.set_device(ordinal)
-        torch.cuda.init()
+        torch.cuda.init()  # type: ignore[no-untyped-call,unused-ignore]
         torch.empty(1, device="cuda")  # make the primary context current
         self.device = Device(driver.get(), None)
         props = torch.cuda.get_device_properties(ordinal)

@@ -1,0 +1,170 @@
+"""The [model] table: a table of bad recipes and the message each must produce. Parsing
+imports no torch, so these run everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from aot.errors import RecipeError
+from aot.recipe import load
+from loader import manifest as mf
+
+DATA = Path(__file__).parent / "data" / "model"
+BASE = (DATA / "tiny.toml").read_text()
+
+CASES = [
+    (
+        "key typo",
+        'dtype = "fp32"',
+        'dtyp = "fp32"',
+        ["[model].dtyp: unknown key; did you mean 'dtype'?"],
+    ),
+    ("dtype", 'dtype = "fp32"', 'dtype = "float32"', ["[model].dtype: 'float32': use one of fp16"]),
+    ("no source", 'source = "tiny.py:make_layer"\n', "", ["[model].source: missing"]),
+    ("source form", "tiny.py:make_layer", "tiny.py", ["'path/to/file.py:function_name'"]),
+    ("source file", "tiny.py:make_layer", "nope.py:make_layer", ["nope.py does not exist"]),
+    ("no inputs", 'inputs = { x = ["batch", "seq", 32] }\n', "", ["[model].inputs: missing"]),
+    (
+        "unknown dim",
+        'x = ["batch", "seq", 32]',
+        'x = ["batch", "tokens", 32]',
+        ["[model].inputs.x: dimension 'tokens' has no buckets; declare it under [model].buckets"],
+    ),
+    (
+        "bad size",
+        'x = ["batch", "seq", 32]',
+        'x = ["batch", "seq", 0]',
+        ["0 is below the minimum 1"],
+    ),
+    (
+        "unused dim",
+        "seq = [8, 16] }",
+        "seq = [8, 16], heads = [2] }",
+        ["[model].buckets.heads: no input uses this dimension"],
+    ),
+    (
+        "bucket order",
+        "seq = [8, 16]",
+        "seq = [16, 8]",
+        ["[model].buckets.seq", "strictly increasing"],
+    ),
+    (
+        "pad unknown",
+        'pad = ["batch", "seq"]',
+        'pad = ["batch", "tokens"]',
+        ["[model].pad: 'tokens' is not a dimension"],
+    ),
+    (
+        "pad twice",
+        'pad = ["batch", "seq"]',
+        'pad = ["batch", "batch"]',
+        ["lists a dimension twice"],
+    ),
+    (
+        "pad needs outputs",
+        'outputs = [["batch", "seq", 32]]\n',
+        "",
+        ["[model].outputs: missing; with pad, give each output's shape"],
+    ),
+    ("no pad no outputs", 'pad = ["batch", "seq"]\noutputs = [["batch", "seq", 32]]\n', "", []),
+    (
+        "mode",
+        'mode = "default"',
+        'mode = "fast"',
+        ["[model].mode: 'fast': use one of default, max-autotune"],
+    ),
+    (
+        "tolerance",
+        'mode = "default"',
+        "tolerance = 2",
+        ["[model].tolerance: 2 must be a number between 0 and 1"],
+    ),
+    (
+        "int input",
+        'x = ["batch", "seq", 32]',
+        'x = { shape = ["batch", "seq"], dtype = "i64" }',
+        ["[model].inputs.x.dtype: 'i64'", "integer inputs are not supported yet"],
+    ),
+    (
+        "input table",
+        'x = ["batch", "seq", 32]',
+        'x = { shape = ["batch", "seq", 32], dtype = "fp16" }',
+        [],
+    ),
+    (
+        "kwargs table",
+        "kwargs = { d_model = 32, heads = 2, ffn = 64 }",
+        "kwargs = 3",
+        ["[model].kwargs: must be a table"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "fragments"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_model_recipe(tmp_path: Path, old: str, new: str, fragments: list[str]) -> None:
+    assert old in BASE, old
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    path = tmp_path / "recipe.toml"
+    path.write_text(BASE.replace(old, new, 1))
+    if not fragments:
+        load(path)
+        return
+    with pytest.raises(RecipeError) as e:
+        load(path)
+    msg = str(e.value)
+    assert msg.startswith(str(path)), msg
+    for f in fragments:
+        assert f in msg, msg
+
+
+def test_model_recipe_parses_without_kernels() -> None:
+    r = load(DATA / "tiny.toml")
+    assert r.kernels == () and r.model is not None
+    m = r.model
+    assert m.dims == ("batch", "seq") and m.buckets == ((1, 2), (8, 16))
+    assert m.inputs == (mf.ModelInput("x", "fp32", ("batch", "seq", 32)),)
+    assert m.bucket_grid == [(1, 8), (1, 16), (2, 8), (2, 16)]
+    assert m.kwargs == {"d_model": 32, "heads": 2, "ffn": 64} and m.tolerance == 1e-3
+
+
+def test_kernels_still_required_without_a_model(tmp_path: Path) -> None:
+    path = tmp_path / "r.toml"
+    path.write_text('[bundle]\nname = "x"\nversion = "1"\ntargets = ["sm_90"]\n')
+    with pytest.raises(RecipeError, match=r"\[\[kernel\]\]: the recipe lists no kernels"):
+        load(path)
+
+
+def test_model_manifest_round_trips() -> None:
+    buckets = (
+        mf.ModelBucket((1,), "model/H200/batch=1", {"rel_err": 1e-4}),
+        mf.ModelBucket((2,), "model/H200/batch=2"),
+    )
+    arts = mf.ModelArtifacts(
+        "H200", "cuda", "NVIDIA H200", (9, 0), "2.11.0", "max-autotune", buckets
+    )
+    spec = mf.ModelSpec(
+        name="layer",
+        source="tiny.py:make_layer",
+        dtype="fp16",
+        inputs=(mf.ModelInput("x", "fp16", ("batch", 4)),),
+        outputs=(("batch", 4),),
+        single_output=True,
+        dims=("batch",),
+        buckets=((1, 2),),
+        pad=("batch",),
+        weights=(mf.ModelWeight("w", "parameter", "fp16", (4, 4), (4, 1)),),
+        artifacts=(arts,),
+    )
+    assert mf.ModelSpec.from_json(spec.to_json()) == spec
+    bad = spec.to_json()
+    bad["artifacts"][0]["buckets"].pop()
+    with pytest.raises(mf.ManifestError, match="one artifact per bucket"):
+        mf.ModelSpec.from_json(bad)
+    bad = spec.to_json()
+    bad["pad"] = ["seq"]
+    with pytest.raises(mf.ManifestError, match="pad names a dimension not in dims"):
+        mf.ModelSpec.from_json(bad)
