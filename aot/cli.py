@@ -47,6 +47,13 @@ def _parser() -> argparse.ArgumentParser:
         help="do not benchmark, even where a GPU of a target's kind is present",
     )
     build.add_argument(
+        "--model-device",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="where a [model] is compiled: auto/cuda = on each target whose GPU kind is here; "
+        "cpu = a CPU-only bundle (tests, prototyping)",
+    )
+    build.add_argument(
         "--db",
         type=Path,
         help="tuning database to read and extend "
@@ -162,7 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .shard import Slice
 
             sl = Slice.parse(args.shard, args.targets)
-            r = build(args.recipe, args.output, env, Path.cwd(), opts, sl)
+            from .model import ModelOptions
+
+            mo = ModelOptions(device=args.model_device)
+            r = build(args.recipe, args.output, env, Path.cwd(), opts, sl, model=mo)
             if r.tuning is not None:
                 print(_tuning_line(r.tuning))
             decided = ", ".join(f"{n} {how}" for how, n in r.decided.items() if n)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loader.errors import BundleError
 from loader.format import BundleFile
-from loader.manifest import Manifest, PipelineSpec, describe_shard
+from loader.manifest import Manifest, ModelSpec, PipelineSpec, describe_shard
 
 from .errors import BadBundle
 from .targets import label
@@ -56,7 +56,7 @@ def inspect(path: Path) -> str:
         f"{m.name} {m.version}  ({path.name}, {size / 1024:.1f} KiB)",
         f"  built by aotc {p.get('aotc')} with Triton {p.get('triton')} from {p.get('recipe')} "
         f"(sha256 {str(p.get('recipe_sha256'))[:12]})",
-        f"  payload: {len(bf.entries)} cubins, {raw / 1024:.1f} KiB raw, "
+        f"  payload: {_entries(bf.entries)}, {raw / 1024:.1f} KiB raw, "
         f"{stored / 1024:.1f} KiB compressed, manifest {bf.manifest_bytes_len / 1024:.1f} KiB",
         "  targets: " + ", ".join(label(t.name, t.arch, t.sms) for t in m.targets),
     ]
@@ -93,6 +93,8 @@ def inspect(path: Path) -> str:
         out.append("")
     for pipe in m.pipelines:
         out.extend(_pipeline(pipe))
+    if m.model is not None:
+        out.extend(_model(m.model))
     failed = m.build.get("failed", [])
     if failed:
         out.append(f"{len(failed)} variants failed to compile or fit:")
@@ -101,6 +103,31 @@ def inspect(path: Path) -> str:
         if len(failed) > 20:
             out.append(f"  ... and {len(failed) - 20} more (see the build report)")
     return "\n".join(out).rstrip() + "\n"
+
+
+def _entries(entries: Mapping[str, object]) -> str:
+    models = sum(1 for n in entries if n.startswith("model/"))
+    text = f"{len(entries) - models} cubins"
+    return text + (f" + {models} model artifacts" if models else "")
+
+
+def _model(spec: ModelSpec) -> list[str]:
+    ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in spec.inputs)
+    dims = ", ".join(f"{d} ≤ {list(b)}" for d, b in zip(spec.dims, spec.buckets, strict=True))
+    out = [
+        f"model {spec.name} ({spec.source}): {ins} -> {len(spec.outputs) or '?'} outputs",
+        f"  buckets: {dims}; padded: {', '.join(spec.pad) or 'none'}; "
+        f"{len(spec.weights)} weights bound at load",
+    ]
+    for a in spec.artifacts:
+        out.append(f"  {a.target} ({a.device}, {a.device_name}, torch {a.torch}, {a.mode}):")
+        for b in a.buckets:
+            where = ",".join(f"{d}={x}" for d, x in zip(spec.dims, b.bucket, strict=True))
+            err = b.metrics.get("rel_err")
+            shown = f"rel err {err:.1e}" if isinstance(err, float) else ""
+            out.append(f"    {where:<24} {b.entry}  {shown}")
+    out.append("")
+    return out
 
 
 def _pipeline(p: PipelineSpec) -> list[str]:
