@@ -1,0 +1,189 @@
+"""Model mode on a GPU (issue 5): build the tiny causal layer in fp16 on this GPU, then in a
+fresh process with empty Inductor/Triton caches load it, capture a CUDA graph per bucket and
+serve every bucket and padded sizes between them: zero Triton compilations and zero
+Inductor code generation, outputs equal to eager within fp16 tolerance.
+
+NOT YET RUN ON A GPU: written on a CPU-only machine (the CPU flow is tests/test_model.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "model"
+SIZES = [(1, 8), (2, 16), (1, 16), (2, 8), (1, 3), (2, 11), (1, 9), (2, 1)]
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import torch
+counts = {"inductor_codegen": 0, "triton_compile": 0}
+import torch._inductor.graph as ig
+real_codegen = ig.GraphLowering.codegen
+def codegen(self, *a, **k):
+    counts["inductor_codegen"] += 1
+    return real_codegen(self, *a, **k)
+ig.GraphLowering.codegen = codegen
+import triton.compiler.compiler as tc
+real_compile = tc.compile
+def compile(*a, **k):
+    counts["triton_compile"] += 1
+    return real_compile(*a, **k)
+tc.compile = compile
+sys.path.insert(0, sys.argv[2])
+import tiny, loader
+torch.manual_seed(7)
+m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
+t1 = time.perf_counter()
+runner = loader.load_model(sys.argv[1], m, warmup=True)
+torch.cuda.synchronize()
+t2 = time.perf_counter()
+errs = []
+for b, t in json.loads(sys.argv[3]):
+    x = torch.randn(b, t, 32, device="cuda", dtype=torch.half)
+    with torch.no_grad():
+        ref = m(x)
+    y = runner(x)
+    assert y.shape == ref.shape, (y.shape, ref.shape)
+    errs.append(float((y.float() - ref.float()).abs().max() / ref.float().abs().max()))
+print(json.dumps({**counts, "max_rel_err": max(errs), "graphs": runner.use_graphs,
+                  "import_s": t1 - t0, "ready_s": t2 - t1}))
+"""
+
+
+def _recipe(tmp: Path, mode: str = "default", buckets: str = "batch = [1, 2]") -> Path:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    text = (DATA / "tiny.toml").read_text()
+    text = text.replace('targets = ["sm_90"]', f'targets = ["sm_{major}{minor}"]')
+    text = text.replace('dtype = "fp32"', 'dtype = "fp16"')
+    text = text.replace('mode = "default"', f'mode = "{mode}"')
+    text = text.replace("batch = [1, 2]", buckets)
+    (tmp / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (tmp / "tiny.toml").write_text(text)
+    return tmp / "tiny.toml"
+
+
+def _build(tmp: Path, recipe: Path) -> Path:
+    from aot.build import build
+    from aot.env import Environment
+    from aot.model import ModelOptions
+
+    out = tmp / "tiny.aotc"
+    env = Environment(cache_dir=tmp / "cache", jobs=2, progress=False)
+    build(recipe, out, env, tmp, model=ModelOptions(device="cuda"))
+    return out
+
+
+@pytest.fixture(scope="module")
+def gpu_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("model-gpu")
+    return _build(tmp, _recipe(tmp))
+
+
+def _fresh(bundle: Path, tmp: Path, sizes: list[tuple[int, int]] = SIZES) -> dict[str, Any]:
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
+           "TRITON_CACHE_DIR": str(tmp / "triton")}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(bundle), str(DATA), json.dumps(sizes)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_manifest_records_the_gpu(gpu_bundle: Path) -> None:
+    import torch
+
+    from loader.format import BundleFile
+    from loader.manifest import Manifest
+
+    with BundleFile(gpu_bundle) as f:
+        (arts,) = Manifest.from_json(f.manifest).model.artifacts  # type: ignore[union-attr]
+    assert arts.device == "cuda" and arts.cc == torch.cuda.get_device_capability()
+    assert arts.device_name == torch.cuda.get_device_name()
+
+
+def test_fresh_process_serves_every_bucket_without_compiling(
+    gpu_bundle: Path, tmp_path: Path
+) -> None:
+    r = _fresh(gpu_bundle, tmp_path)
+    assert r["graphs"] is True
+    assert r["triton_compile"] == 0 and r["inductor_codegen"] == 0, r
+    assert r["max_rel_err"] < 1e-2, r
+    print(json.dumps(r))
+
+
+def test_max_autotune_artifacts_load_without_compiling(tmp_path: Path) -> None:
+    """Open question from the probe (which used the default mode): max-autotune's chosen
+    kernels (Triton templates, extern mm) must also ship inside the artifact."""
+    recipe = _recipe(tmp_path, mode="max-autotune", buckets="batch = [1]")
+    bundle = _build(tmp_path, recipe)
+    r = _fresh(bundle, tmp_path, [(1, 8), (1, 16), (1, 5)])
+    assert r["triton_compile"] == 0 and r["inductor_codegen"] == 0, r
+    assert r["max_rel_err"] < 1e-2, r
+
+
+def test_graphs_in_process_and_from_threads(gpu_bundle: Path) -> None:
+    import torch
+
+    import loader
+
+    sys.path.insert(0, str(DATA))
+    import tiny
+
+    torch.manual_seed(3)
+    m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
+    runner = loader.load_model(gpu_bundle, m)
+    xs = [torch.randn(b, t, 32, device="cuda", dtype=torch.half) for b, t in SIZES]
+    with torch.no_grad():
+        refs = [m(x) for x in xs]
+    errors: list[str] = []
+
+    def work(k: int) -> None:
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            for _ in range(20):
+                for x, ref in zip(xs, refs, strict=True):
+                    y = runner(x)
+                    stream.synchronize()
+                    if not torch.allclose(y, ref, rtol=1e-2, atol=1e-2):
+                        errors.append(f"thread {k}: {tuple(x.shape)}")
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
+
+
+def test_wrong_gpu_kind_is_refused(gpu_bundle: Path, tmp_path: Path) -> None:
+    import loader
+    from loader.format import BundleFile, encode
+
+    with BundleFile(gpu_bundle) as f:
+        manifest = {k: v for k, v in f.manifest.items() if k not in ("entries", "payload_size")}
+        payloads = {n: f.read_entry(n) for n in f.entries}
+    manifest["model"]["artifacts"][0]["cc"] = [7, 5]
+    other = tmp_path / "other.aotc"
+    other.write_bytes(encode(manifest, payloads))
+    sys.path.insert(0, str(DATA))
+    import tiny
+
+    m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
+    with pytest.raises(loader.NoTargetError, match="no model artifacts for"):
+        loader.load_model(other, m)
