@@ -7,7 +7,9 @@
     out = mlp(x)                                                        # per bucket
     layer = loader.load_model(bundle_path, module)  # [model]: PyTorch, imported on call
 
-Dependencies: the standard library, ``zstandard`` and the NVIDIA driver (``libcuda.so.1``).
+Dependencies: the standard library, ``zstandard`` and the NVIDIA driver (``libcuda.so.1``);
+``load_model`` (a bundle's ``[model]``, see loader/model.py) also needs PyTorch, which it
+imports when called.
 """
 
 from .bundle import Bundle, Kernel, open
