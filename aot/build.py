@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -70,14 +69,6 @@ class BuildResult:
     tuning: TuneStats | None = None
     db: Path | None = None
     shard: dict[str, Any] | None = None  # the partial bundle's slice; None for a full build
-
-
-def _log(env: Environment) -> Callable[[str], None]:
-    def log(line: str) -> None:
-        if env.progress:
-            print(line, file=sys.stderr, flush=True)
-
-    return log
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -169,7 +160,10 @@ def build(
         manifest = dataclasses.replace(manifest, build={**manifest.build, "shard": shard})
     model_report: list[str] = []
     if recipe.model is not None:
-        mb = build_model(recipe, model or ModelOptions(), _log(env))
+        mo = model or ModelOptions()
+        if mo.cache is None:
+            mo = dataclasses.replace(mo, cache=CompileCache(env.cache_dir), progress=env.progress)
+        mb = build_model(recipe, mo)
         sources = {**manifest.provenance.get("sources", {}), _rel(recipe.model.source, recipe.root):
                    mb.source_sha256}  # fmt: skip
         provenance = {**manifest.provenance, "sources": sources,

@@ -51,7 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 from loader import manifest as mf
 
+from .cache import CompileCache, key_of
 from .errors import BuildError
+from .progress import Progress
 
 if TYPE_CHECKING:
     from .recipe import _Validator
@@ -211,6 +213,8 @@ class ModelOptions:
 
     device: str = "auto"
     gpus: list[GpuInfo] | None = None  # None: ask the driver
+    cache: CompileCache | None = None  # verified bucket artifacts by content; None: none
+    progress: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,38 +241,50 @@ def concrete(shape: Sequence[str | int], sizes: Mapping[str, int]) -> tuple[int,
     return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
 
-def build_model(
-    recipe: Any, opts: ModelOptions, log: Callable[[str], None] = lambda s: None
-) -> ModelBuild:
-    """Compile, verify and serialize every bucket of ``recipe.model`` for every place."""
+def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
+    """Compile, verify and serialize every bucket of ``recipe.model`` for every place.
+
+    A bucket whose key (``bucket_key``) is in ``opts.cache`` is taken from there, already
+    verified, instead of compiled again: rebuilding an unchanged model costs nothing, and a
+    build that stopped halfway resumes where it stopped."""
     import torch
 
     mr: ModelRecipe = recipe.model
     places = _places(recipe, opts)
     factory = _factory(mr)
+    cache = opts.cache or CompileCache(None)
+    sources = source_digest(mr.source)
     payloads: dict[str, bytes] = {}
     artifacts: list[mf.ModelArtifacts] = []
     weights_spec: tuple[mf.ModelWeight, ...] | None = None
     single_output = True
     report = [f"## Model `{mr.name}` ({mr.source_text}, {mr.dtype}, mode {mr.mode})", ""]
+    grid = mr.bucket_grid
+    bar = Progress(len(grid) * len(places), f"model {mr.name}", enabled=opts.progress)
     for place in places:
-        torch.manual_seed(mr.seed)
-        model = factory(**mr.kwargs)
-        if not isinstance(model, torch.nn.Module):
-            raise BuildError(f"[model] {mr.source_text} returned {type(model).__name__}, "
-                             "not a torch.nn.Module")  # fmt: skip
-        model = model.to(device=place.device, dtype=_torch_dtype(mr.dtype)).eval()
-        reference = copy.deepcopy(model).to(torch.float64)
+        model = reference = None  # made on the first bucket not in the cache
         buckets: list[mf.ModelBucket] = []
         report += [f"### {place.target} ({place.name})", "",
                    "| bucket | compile s | bytes | rel err | padded from | rel err padded |",
                    "|---|---|---|---|---|---|"]  # fmt: skip
-        for bucket in mr.bucket_grid:
+        for bucket in grid:
             where = ", ".join(f"{d}={b}" for d, b in zip(mr.dims, bucket, strict=True))
-            log(f"model {mr.name} on {place.target}: compiling {where}")
-            data, metrics, wspec, single = _compile_bucket(
-                mr, model, reference, place, bucket, where
-            )
+            key = bucket_key(mr, sources, place, bucket, str(torch.__version__))
+            hit = cache.get(key)
+            if hit is not None:
+                meta, data = hit
+                metrics = {**meta["metrics"], "cached": True}
+                wspec = tuple(mf.ModelWeight.from_json(w, "cache") for w in meta["weights"])
+                single = bool(meta["single_output"])
+            else:
+                if model is None:
+                    model, reference = _instantiate(mr, factory, place)
+                data, metrics, wspec, single = _compile_bucket(
+                    mr, model, reference, place, bucket, where
+                )
+                cache.put(key, {"ok": True, "metrics": metrics, "single_output": single,
+                                "weights": [w.to_json() for w in wspec]}, data)  # fmt: skip
+            bar.advance(where + (" (cached)" if hit is not None else ""))
             if weights_spec is None:
                 weights_spec, single_output = wspec, single
             elif wspec != weights_spec:
@@ -278,12 +294,14 @@ def build_model(
             entry = entry_name(place.target, mr.dims, bucket)
             payloads[entry] = data
             buckets.append(mf.ModelBucket(bucket, entry, metrics))
+            compile_s = "cached" if metrics.get("cached") else f"{metrics['compile_s']:.1f}"
             report.append(
-                f"| {where} | {metrics['compile_s']:.1f} | {len(data)} | "
+                f"| {where} | {compile_s} | {len(data)} | "
                 f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "
                 f"{_fmt(metrics.get('pad_rel_err'))} |"
             )
         report.append("")
+        bar.close()
         artifacts.append(
             mf.ModelArtifacts(
                 target=place.target,
@@ -310,6 +328,58 @@ def build_model(
     )
     sha = hashlib.sha256(mr.source.read_bytes()).hexdigest()
     return ModelBuild(spec, payloads, report, sha)
+
+
+def _instantiate(mr: ModelRecipe, factory: Callable[..., Any], place: _Place) -> tuple[Any, Any]:
+    """The recipe's module on ``place`` in its dtype, and a float64 copy for reference."""
+    import torch
+
+    torch.manual_seed(mr.seed)
+    model = factory(**mr.kwargs)
+    if not isinstance(model, torch.nn.Module):
+        raise BuildError(f"[model] {mr.source_text} returned {type(model).__name__}, "
+                         "not a torch.nn.Module")  # fmt: skip
+    model = model.to(device=place.device, dtype=_torch_dtype(mr.dtype)).eval()
+    return model, copy.deepcopy(model).to(torch.float64)
+
+
+def source_digest(source: Path) -> str:
+    """sha256 over the model's Python sources: every ``*.py`` in the factory file's folder
+    and below, so a change to a module it imports from beside it is seen too."""
+    h = hashlib.sha256()
+    for path in sorted(source.parent.rglob("*.py")):
+        if "__pycache__" in path.parts:
+            continue
+        h.update(path.relative_to(source.parent).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def bucket_key(
+    mr: ModelRecipe, sources: str, place: _Place, bucket: tuple[int, ...], torch_version: str
+) -> str:
+    """Content address of one bucket's verified artifact: everything that can change it.
+    All bucket bounds are in it because the padding check reads the bucket below."""
+    return key_of({
+        "kind": "model-bucket", "sources": sources, "factory": mr.factory,
+        "kwargs": dict(mr.kwargs), "dtype": mr.dtype,
+        "inputs": [i.to_json() for i in mr.inputs], "dims": list(mr.dims),
+        "buckets": [list(b) for b in mr.buckets], "pad": list(mr.pad),
+        "outputs": [list(o) for o in mr.outputs], "mode": mr.mode,
+        "options": dict(mr.options), "tolerance": mr.tolerance, "seed": mr.seed,
+        "bucket": list(bucket), "device": place.device.split(":")[0],
+        "device_name": place.name, "cc": list(place.cc) if place.cc else None,
+        "torch": torch_version, "triton": _version("triton"),
+    })  # fmt: skip
+
+
+def _version(dist: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "none"
 
 
 def _fmt(x: Any) -> str:

@@ -48,6 +48,7 @@ def load_model(
     *,
     warmup: bool | Mapping[str, Iterable[int]] | None = None,
     cuda_graphs: bool = True,
+    copy_outputs: bool = True,
 ) -> ModelRunner:
     """The bundle's model with ``module``'s weights bound: a callable over its inputs.
 
@@ -57,6 +58,10 @@ def load_model(
     dtypes; checked here). ``warmup``: True loads (and on CUDA captures) every bucket now;
     ``{"batch": [1, 8]}`` the buckets of those sizes (other dimensions: every bucket).
     ``cuda_graphs=False`` calls the artifacts directly on CUDA too (for debugging).
+    ``copy_outputs=False`` returns, from a CUDA graph, the graph's own output tensors (sliced
+    views of them after padding) instead of copies: one copy less per call, but they are
+    overwritten by the bucket's next call, as with ``torch.compile``'s CUDA graphs. Use
+    them, or clone them, before calling the model again.
     """
     file, owned = _open(source)
     try:
@@ -70,7 +75,8 @@ def load_model(
         if owned:
             file.close()
         raise BundleError(f"{file.path}: the bundle has no [model]; build a recipe with one")
-    runner = ModelRunner(file, manifest, manifest.model, module, cuda_graphs=cuda_graphs)
+    runner = ModelRunner(file, manifest, manifest.model, module, cuda_graphs=cuda_graphs,
+                         copy_outputs=copy_outputs)  # fmt: skip
     runner._owned = owned
     if warmup:
         runner.warmup(**({} if warmup is True else dict(warmup)))
@@ -111,7 +117,7 @@ class ModelRunner:
 
     def __init__(
         self, file: BundleFile, manifest: Manifest, spec: ModelSpec, module: Any,
-        *, cuda_graphs: bool = True,
+        *, cuda_graphs: bool = True, copy_outputs: bool = True,
     ):  # fmt: skip
         torch = _torch()
         self.torch = torch
@@ -121,6 +127,7 @@ class ModelRunner:
         self.device = _module_device(module, file)
         self.artifacts = _choose(manifest, spec, self.device, torch, file)
         self.use_graphs = cuda_graphs and self.device.type == "cuda"
+        self.copy_outputs = copy_outputs
         self.weights = _bind(spec, module, self.device, torch, file)
         self._dtypes = [getattr(torch, _TORCH_DTYPES[i.dtype]) for i in spec.inputs]
         self._buckets = [_Bucket(b.bucket, b.entry) for b in self.artifacts.buckets]
@@ -199,7 +206,8 @@ class ModelRunner:
                     shapes = [i.shape for i in self.spec.inputs]
                     args = [self._pad(x, s, full) for x, s in zip(args, shapes, strict=True)]
                 outs = list(b.artifact(*self.weights, *args))
-                outs = [self._slice(o, i, sizes, padded) for i, o in enumerate(outs)]
+                # fresh tensors every call: copied only to make a padded slice contiguous
+                outs = [self._slice(o, i, sizes, padded, padded) for i, o in enumerate(outs)]
         return outs[0] if self.spec.single_output else tuple(outs)
 
     def _pad(self, x: Any, shape: Sequence[str | int], full: Mapping[str, int]) -> Any:
@@ -210,12 +218,15 @@ class ModelRunner:
         p[tuple(slice(0, n) for n in x.shape)] = x
         return p
 
-    def _slice(self, out: Any, i: int, sizes: Mapping[str, int], padded: bool) -> Any:
-        if not padded or not self.spec.outputs:
-            return out
-        sym = self.spec.outputs[i]
-        want = tuple(sizes[d] if isinstance(d, str) else d for d in sym)
-        return out[tuple(slice(0, n) for n in want)].clone()
+    def _slice(self, out: Any, i: int, sizes: Mapping[str, int], padded: bool,
+               copy: bool = True) -> Any:  # fmt: skip
+        """The call's part of output ``i`` (the bucket's, less the padding); a copy unless
+        ``copy`` is false."""
+        if padded and self.spec.outputs:
+            sym = self.spec.outputs[i]
+            want = tuple(sizes[d] if isinstance(d, str) else d for d in sym)
+            out = out[tuple(slice(0, n) for n in want)]
+        return out.clone() if copy else out
 
     def _replay(
         self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
@@ -231,7 +242,7 @@ class ModelRunner:
                 buf.zero_()
                 buf[tuple(slice(0, n) for n in x.shape)].copy_(x)
         b.graph.replay()
-        outs = [self._slice(o, i, sizes, True) if padded else o.clone()
+        outs = [self._slice(o, i, sizes, padded, self.copy_outputs)
                 for i, o in enumerate(b.outputs)]  # fmt: skip
         if b.done is None:
             b.done = torch.cuda.Event()
@@ -271,8 +282,8 @@ class ModelRunner:
         side = torch.cuda.Stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
-            for _ in range(2):  # first calls load kernels and allocate; not in the graph
-                b.artifact(*self.weights, *b.inputs)
+            # the first call loads kernels and sets up cuBLAS; it must not be captured
+            b.artifact(*self.weights, *b.inputs)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):

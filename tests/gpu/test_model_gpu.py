@@ -3,7 +3,9 @@ fresh process with empty Inductor/Triton caches load it, capture a CUDA graph pe
 serve every bucket and padded sizes between them: zero Triton compilations and zero
 Inductor code generation, outputs equal to eager within fp16 tolerance.
 
-NOT YET RUN ON A GPU: written on a CPU-only machine (the CPU flow is tests/test_model.py).
+With AOTC_TEST_LAYER_BUNDLE set to a bundle of recipes/layer.toml (benchmarks/
+run_model_on_gpu.sh builds one), the same fresh-process check runs on the issue's
+transformer layer: every bucket and sizes between them.
 """
 
 from __future__ import annotations
@@ -42,16 +44,17 @@ def compile(*a, **k):
     return real_compile(*a, **k)
 tc.compile = compile
 sys.path.insert(0, sys.argv[2])
-import tiny, loader
+import importlib, loader
+kw = json.loads(sys.argv[5])
 torch.manual_seed(7)
-m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
+m = importlib.import_module(sys.argv[4]).make_layer(**kw).cuda().half().eval()
 t1 = time.perf_counter()
 runner = loader.load_model(sys.argv[1], m, warmup=True)
 torch.cuda.synchronize()
 t2 = time.perf_counter()
 errs = []
 for b, t in json.loads(sys.argv[3]):
-    x = torch.randn(b, t, 32, device="cuda", dtype=torch.half)
+    x = torch.randn(b, t, kw["d_model"], device="cuda", dtype=torch.half)
     with torch.no_grad():
         ref = m(x)
     y = runner(x)
@@ -93,11 +96,20 @@ def gpu_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _build(tmp, _recipe(tmp))
 
 
-def _fresh(bundle: Path, tmp: Path, sizes: list[tuple[int, int]] = SIZES) -> dict[str, Any]:
+TINY = ("tiny", {"d_model": 32, "heads": 2, "ffn": 64})
+
+
+def _fresh(
+    bundle: Path, tmp: Path, sizes: list[tuple[int, int]] = SIZES,
+    model: tuple[str, dict[str, int]] = TINY, where: Path = DATA,
+) -> dict[str, Any]:  # fmt: skip
+    """Serve ``sizes`` from ``bundle`` in a fresh process with empty Inductor and Triton
+    caches, counting Inductor code generation and Triton compilations."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
            "TRITON_CACHE_DIR": str(tmp / "triton")}  # fmt: skip
+    argv = [str(bundle), str(where), json.dumps(sizes), model[0], json.dumps(model[1])]
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(bundle), str(DATA), json.dumps(sizes)],
+        [sys.executable, "-c", CHILD, *argv],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -187,3 +199,23 @@ def test_wrong_gpu_kind_is_refused(gpu_bundle: Path, tmp_path: Path) -> None:
     m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
     with pytest.raises(loader.NoTargetError, match="no model artifacts for"):
         loader.load_model(other, m)
+
+
+LAYER_BUNDLE = os.environ.get("AOTC_TEST_LAYER_BUNDLE")
+
+
+@pytest.mark.skipif(not LAYER_BUNDLE, reason="AOTC_TEST_LAYER_BUNDLE (a recipes/layer.toml "
+                    "bundle) not set")  # fmt: skip
+def test_layer_bundle_every_bucket_and_between(tmp_path: Path) -> None:
+    from aot.recipe import load
+
+    recipe = load(ROOT / "recipes" / "layer.toml")
+    assert recipe.model is not None
+    grid = [(b, t) for b, t in recipe.model.bucket_grid]
+    between = [(1, 1), (3, 300), (2, 2047), (5, 129), (20, 1000), (31, 2000), (17, 600)]
+    r = _fresh(Path(str(LAYER_BUNDLE)), tmp_path, grid + between,
+               ("layer", dict(recipe.model.kwargs)), ROOT / "recipes" / "models")  # fmt: skip
+    print(json.dumps(r))
+    assert r["graphs"] is True
+    assert r["triton_compile"] == 0 and r["inductor_codegen"] == 0, r
+    assert r["max_rel_err"] < 1e-2, r

@@ -1,0 +1,92 @@
+"""Where a model bundle's time to ready goes, in a fresh process (run on the GPU).
+
+    python benchmarks/model_load_profile.py --bundle artifacts/layer-0.1.0.aotc [--threads 8]
+
+Prints one JSON line: seconds to import torch, to open the bundle and bind the module, and
+per bucket to load its Inductor artifact and to capture its CUDA graph (first bucket
+first: it pays Inductor's one-time set-up). With --threads N the artifacts are loaded by N
+threads at once before any capture, to see whether loading parallelizes. --profile PATH
+writes a cProfile of the first bucket's load (pstats, top 40 by cumulative time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+T0 = time.perf_counter()
+import torch  # noqa: E402
+
+T_TORCH = time.perf_counter() - T0
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "recipes" / "models"))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--bundle", type=Path, required=True)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--profile", type=Path)
+    args = p.parse_args()
+
+    from layer import make_layer
+
+    import loader
+
+    t = time.perf_counter()
+    m = make_layer().cuda().half().eval()
+    torch.cuda.synchronize()
+    t_module = time.perf_counter() - t
+    t = time.perf_counter()
+    runner = loader.load_model(args.bundle, m)
+    t_open = time.perf_counter() - t
+    buckets = runner._buckets
+    loads: list[float] = []
+    t = time.perf_counter()
+    if args.threads:
+        from concurrent.futures import ThreadPoolExecutor
+
+        def load(b: object) -> float:
+            s = time.perf_counter()
+            b.artifact = runner._load(b.entry)  # type: ignore[attr-defined]
+            return time.perf_counter() - s
+
+        with ThreadPoolExecutor(args.threads) as pool:
+            loads = list(pool.map(load, buckets))
+    else:
+        for i, b in enumerate(buckets):
+            s = time.perf_counter()
+            if i == 0 and args.profile:
+                import cProfile
+                import pstats
+
+                prof = cProfile.Profile()
+                b.artifact = prof.runcall(runner._load, b.entry)
+                with open(args.profile, "w") as f:
+                    pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
+            else:
+                b.artifact = runner._load(b.entry)
+            loads.append(time.perf_counter() - s)
+    t_loads = time.perf_counter() - t
+    captures = []
+    with torch.no_grad():
+        for b in buckets:
+            s = time.perf_counter()
+            runner._capture(b)
+            torch.cuda.synchronize()
+            captures.append(time.perf_counter() - s)
+    ready = time.perf_counter() - T0
+    print(json.dumps({
+        "threads": args.threads, "import_torch_s": T_TORCH, "module_s": t_module,
+        "open_bind_s": t_open, "loads_s": t_loads, "load_each_s": [round(x, 3) for x in loads],
+        "capture_each_s": [round(x, 3) for x in captures], "ready_s": ready,
+        "gpu_mem_gib": torch.cuda.memory_reserved() / 2**30,
+    }))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
