@@ -531,23 +531,35 @@ def _compile_bucket(
         weights, records = _weights(model, ep, mr, where)
         patches = dict(torch._inductor.list_mode_options(MODES[mr.mode]))
         patches.update(mr.options)
-        art = torch._inductor.standalone_compile(
-            ep.graph_module,
-            [*weights, *xs],
-            dynamic_shapes="from_example_inputs",
-            options={"config_patches": patches},
-        )
-        compile_s = time.perf_counter() - t0
+
+        def compile_once() -> bytes:
+            art = torch._inductor.standalone_compile(
+                ep.graph_module, [*weights, *xs], dynamic_shapes="from_example_inputs",
+                options={"config_patches": patches},
+            )  # fmt: skip
+            return _serialize(art, tmp)
+
         with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
-            path = os.path.join(tmp, "artifact.bin")
-            art.save(path=path, format="binary")
-            data = Path(path).read_bytes()
+            data = compile_once()
+            compile_s = time.perf_counter() - t0
+            # Autotuning compiles every candidate kernel, and the first artifact carries
+            # them all. Compiled again, the graph is a hit in Inductor's own caches and the
+            # artifact holds only the kernels it runs.
+            again = compile_once()
+            first_bytes = len(data)
+            data = min(data, again, key=len)
+            # What is verified is what ships: the serialized bytes, loaded back.
+            path = os.path.join(tmp, "shipped.bin")
+            Path(path).write_bytes(data)
+            art = torch._inductor.CompiledArtifact.load(path=path, format="binary")
         outs, single = _flat(model(*xs))
         got = list(art(*weights, *xs))
         ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))
     _check_outputs(mr, got, outs, sizes, where)
     err = max(rel_err(g, r) for g, r in zip(got, ref, strict=True))
-    metrics: dict[str, Any] = {"compile_s": round(compile_s, 3), "rel_err": err}
+    metrics: dict[str, Any] = {
+        "compile_s": round(compile_s, 3), "rel_err": err, "first_bytes": first_bytes,
+    }  # fmt: skip
     if err > mr.tolerance:
         raise BuildError(f"[model] at {where}: compiled outputs differ from eager float64 by "
                          f"{err:.2e} (relative), above the tolerance {mr.tolerance:g}")  # fmt: skip
@@ -555,6 +567,14 @@ def _compile_bucket(
     if padded is not None:
         metrics["padded_from"], metrics["pad_rel_err"] = padded
     return data, metrics, tuple(records), single
+
+
+def _serialize(art: Any, tmp: str) -> bytes:
+    path = os.path.join(tmp, "artifact.bin")
+    art.save(path=path, format="binary")
+    data = Path(path).read_bytes()
+    os.unlink(path)
+    return data
 
 
 def _check_outputs(

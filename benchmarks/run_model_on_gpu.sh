@@ -7,7 +7,8 @@
 #            build short; carried back as .gpu/aotc-cache.tar, the next build resumes there
 #   profile  benchmarks/model_load_profile.py: where time to ready goes, threads 0 and 8
 #   bench    benchmarks/model_bench.py (time to ready and per-bucket latency)
-# LAYER_BUNDLE: an existing bundle to use instead of building one.
+# LAYER_BUNDLE: an existing bundle to use instead of building one; RECIPE: another recipe
+# of the layer (default recipes/layer.toml), e.g. fewer buckets.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT/layer"
 STAGES=${STAGES:-build tests profile bench}
@@ -17,20 +18,22 @@ fi
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 AOTC_CACHE_DIR=${AOTC_CACHE_DIR:-/tmp/aotc-cache}
 mkdir -p "$AOTC_CACHE_DIR"
 [[ -f .gpu/aotc-cache.tar ]] && tar -xf .gpu/aotc-cache.tar -C "$AOTC_CACHE_DIR"
+RECIPE=${RECIPE:-recipes/layer.toml}
 BUNDLE=${LAYER_BUNDLE:-$OUT/layer/layer-0.1.0.aotc}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)'
 rc=0
 if [[ " $STAGES " == *" build "* ]]; then
   start=$(date +%s)
-  timeout "${BUILD_LIMIT:-420}" python3 -m aot.cli build recipes/layer.toml -o "$BUNDLE" \
+  timeout "${BUILD_LIMIT:-420}" python3 -m aot.cli build "$RECIPE" -o "$BUNDLE" \
     2>&1 | tee "$OUT/build.log" | tail -4
   echo "build wall time: $(( $(date +%s) - start )) s" | tee -a "$OUT/build.log"
   tar -cf "$OUT/aotc-cache.tar" -C "$AOTC_CACHE_DIR" .
+  python3 -m aot.cli inspect "$BUNDLE" > "$OUT/inspect.txt" 2>&1; ls -l "$BUNDLE"
 fi
 if [[ " $STAGES " == *" tests "* ]]; then
   layer=""; [[ -f "$BUNDLE" ]] && layer=$BUNDLE
-  AOTC_TEST_LAYER_BUNDLE=$layer python3 -m pytest -q -s -m gpu tests/gpu/test_model_gpu.py \
+  AOTC_TEST_LAYER_BUNDLE=$layer AOTC_TEST_LAYER_RECIPE=$PWD/$RECIPE python3 -m pytest -q -s -m gpu tests/gpu/test_model_gpu.py \
     -p no:cacheprovider -k "${TESTS:-}" 2>&1 | tee "$OUT/gpu-tests.log" | grep -E '^\{|passed|failed|error' | tail -6
   rc=${PIPESTATUS[0]}
 fi
@@ -42,7 +45,7 @@ if [[ " $STAGES " == *" profile "* && -f "$BUNDLE" ]]; then
   done
 fi
 if [[ " $STAGES " == *" bench "* && -f "$BUNDLE" ]]; then
-  python3 benchmarks/model_bench.py --bundle "$BUNDLE" --json "$OUT/model_bench.json" \
+  python3 benchmarks/model_bench.py --recipe "$RECIPE" --bundle "$BUNDLE" --json "$OUT/model_bench.json" \
     ${BENCH_ARGS:-} 2>"$OUT/model_bench.err" | tee "$OUT/model_bench.log" | tail -22
 fi
 exit $rc

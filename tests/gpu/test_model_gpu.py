@@ -202,6 +202,7 @@ def test_wrong_gpu_kind_is_refused(gpu_bundle: Path, tmp_path: Path) -> None:
 
 
 LAYER_BUNDLE = os.environ.get("AOTC_TEST_LAYER_BUNDLE")
+LAYER_RECIPE = Path(os.environ.get("AOTC_TEST_LAYER_RECIPE", ROOT / "recipes" / "layer.toml"))
 
 
 @pytest.mark.skipif(not LAYER_BUNDLE, reason="AOTC_TEST_LAYER_BUNDLE (a recipes/layer.toml "
@@ -209,12 +210,17 @@ LAYER_BUNDLE = os.environ.get("AOTC_TEST_LAYER_BUNDLE")
 def test_layer_bundle_every_bucket_and_between(tmp_path: Path) -> None:
     from aot.recipe import load
 
-    recipe = load(ROOT / "recipes" / "layer.toml")
-    assert recipe.model is not None
-    grid = [(b, t) for b, t in recipe.model.bucket_grid]
-    between = [(1, 1), (3, 300), (2, 2047), (5, 129), (20, 1000), (31, 2000), (17, 600)]
+    mr = load(LAYER_RECIPE).model
+    assert mr is not None
+    grid = [(b, t) for b, t in mr.bucket_grid]
+    (bs, ts) = mr.buckets
+    # one past the bucket below, in each dimension: the most padding a bucket sees
+    between = [(1, 1)] + [
+        (bs[i - 1] + 1 if i else 1, ts[j - 1] + 1 if j else max(1, ts[0] - 5))
+        for i in range(len(bs)) for j in range(len(ts))
+    ]  # fmt: skip
     r = _fresh(Path(str(LAYER_BUNDLE)), tmp_path, grid + between,
-               ("layer", dict(recipe.model.kwargs)), ROOT / "recipes" / "models")  # fmt: skip
+               ("layer", dict(mr.kwargs)), LAYER_RECIPE.parent / "models")  # fmt: skip
     print(json.dumps(r))
     assert r["graphs"] is True
     assert r["triton_compile"] == 0 and r["inductor_codegen"] == 0, r
