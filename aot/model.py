@@ -251,6 +251,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
 
     mr: ModelRecipe = recipe.model
     places = _places(recipe, opts)
+    _check_options(mr, torch)
     factory = _factory(mr)
     cache = opts.cache or CompileCache(None)
     sources = source_digest(mr.source)
@@ -273,7 +274,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
             hit = cache.get(key)
             if hit is not None:
                 meta, data = hit
-                metrics = {**meta["metrics"], "cached": True}
+                metrics = dict(meta["metrics"])
                 wspec = tuple(mf.ModelWeight.from_json(w, "cache") for w in meta["weights"])
                 single = bool(meta["single_output"])
             else:
@@ -294,7 +295,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
             entry = entry_name(place.target, mr.dims, bucket)
             payloads[entry] = data
             buckets.append(mf.ModelBucket(bucket, entry, metrics))
-            compile_s = "cached" if metrics.get("cached") else f"{metrics['compile_s']:.1f}"
+            compile_s = "cached" if hit is not None else f"{metrics['compile_s']:.1f}"
             report.append(
                 f"| {where} | {compile_s} | {len(data)} | "
                 f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "
@@ -328,6 +329,18 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
     )
     sha = hashlib.sha256(mr.source.read_bytes()).hexdigest()
     return ModelBuild(spec, payloads, report, sha)
+
+
+def _check_options(mr: ModelRecipe, torch: Any) -> None:
+    """Every ``[model].options`` key must be one of this torch's Inductor settings."""
+    config = torch._inductor.config
+    for key in mr.options:
+        if not hasattr(config, key):
+            raise BuildError(
+                f"[model].options.{key}: not a TorchInductor setting in torch "
+                f"{torch.__version__} (see torch/_inductor/config.py); remove it or fix "
+                "its name"
+            )
 
 
 def _instantiate(mr: ModelRecipe, factory: Callable[..., Any], place: _Place) -> tuple[Any, Any]:
@@ -551,7 +564,7 @@ def _compile_bucket(
             # What is verified is what ships: the serialized bytes, loaded back.
             path = os.path.join(tmp, "shipped.bin")
             Path(path).write_bytes(data)
-            art = torch._inductor.CompiledArtifact.load(path=path, format="binary")
+            art = torch._inductor.CompiledArtifact.load(path=path, format="binary")  # type: ignore[attr-defined,unused-ignore]
         outs, single = _flat(model(*xs))
         got = list(art(*weights, *xs))
         ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))

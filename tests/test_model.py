@@ -243,3 +243,39 @@ def test_model_build_needs_a_gpu_unless_cpu(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match=r"needs a GPU of a target's kind.*--model-device cpu"):
         build(DATA / "tiny.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
               model=ModelOptions(device="auto", gpus=[]))  # fmt: skip
+
+
+def test_buckets_come_from_the_cache_until_the_model_changes(tmp_path: Path) -> None:
+    """Each verified bucket is cached by content: a rebuild compiles nothing and packs the
+    same artifacts; an edit to the model's sources compiles every bucket again."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (src / "tiny.toml").write_text((DATA / "tiny.toml").read_text())
+    env = env_for(tmp_path / "cache")
+
+    def built(name: str) -> tuple[str, dict[str, bytes]]:
+        out = tmp_path / f"{name}.aotc"
+        build(src / "tiny.toml", out, env, src, model=ModelOptions(device="cpu"))
+        with BundleFile(out) as f:
+            payloads = {n: f.read_entry(n) for n in f.entries}
+        return out.with_suffix(".report.md").read_text(), payloads
+
+    report1, first = built("first")
+    assert "| cached |" not in report1
+    report2, second = built("second")
+    assert report2.count("| cached |") == 4 and second == first
+    (src / "tiny.py").write_text((DATA / "tiny.py").read_text() + "\n# edited\n")
+    report3, _ = built("third")
+    assert "| cached |" not in report3
+
+
+def test_unknown_inductor_option_is_refused(tmp_path: Path) -> None:
+    text = (DATA / "tiny.toml").read_text() + "options = { max_autotune_gem = true }\n"
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (tmp_path / "r.toml").write_text(text)
+    with pytest.raises(BuildError, match=r"\[model\].options.max_autotune_gem: not a "
+                       r"TorchInductor setting in torch"):  # fmt: skip
+        build(tmp_path / "r.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
+              model=ModelOptions(device="cpu"))  # fmt: skip
+    assert not (tmp_path / "x.aotc").exists()

@@ -183,6 +183,36 @@ def test_graphs_in_process_and_from_threads(gpu_bundle: Path) -> None:
     assert not errors, errors[:5]
 
 
+def test_outputs_are_copies_unless_asked_otherwise(gpu_bundle: Path) -> None:
+    """Default: every call returns its own tensor. copy_outputs=False: the bucket's graph
+    output itself (overwritten by the next call of that bucket, like torch.compile's CUDA
+    graphs), and a view of it after padding."""
+    import torch
+
+    import loader
+
+    sys.path.insert(0, str(DATA))
+    import tiny
+
+    torch.manual_seed(5)
+    m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
+    x1, x2 = (torch.randn(2, 16, 32, device="cuda", dtype=torch.half) for _ in range(2))
+    with torch.no_grad():
+        r1, r2 = m(x1), m(x2)
+    copied = loader.load_model(gpu_bundle, m)
+    y1, y2 = copied(x1), copied(x2)
+    assert y1.data_ptr() != y2.data_ptr()
+    assert torch.allclose(y1, r1, rtol=1e-2, atol=1e-2)
+    static = loader.load_model(gpu_bundle, m, copy_outputs=False)
+    s1 = static(x1)
+    assert torch.allclose(s1, r1, rtol=1e-2, atol=1e-2)
+    s2 = static(x2)
+    assert s2.data_ptr() == s1.data_ptr() and torch.allclose(s1, r2, rtol=1e-2, atol=1e-2)
+    small = static(x1[:1, :9])  # padded up to (2, 16): a view into the same output
+    assert small.shape == (1, 9, 32) and small.data_ptr() == s1.data_ptr()
+    assert torch.allclose(small, m(x1[:1, :9]), rtol=1e-2, atol=1e-2)
+
+
 def test_wrong_gpu_kind_is_refused(gpu_bundle: Path, tmp_path: Path) -> None:
     import loader
     from loader.format import BundleFile, encode
