@@ -10,8 +10,9 @@ Measures, for recipes/layer.toml (or --recipe):
    (a second process); torch.compile default and max-autotune to the first result of ONE
    bucket, cold (empty caches) and warm (the caches the cold run left), at each --compile-at.
 2. Per-bucket latency (CUDA events around one call from an idle GPU, median of --reps):
-   eager, torch.compile max-autotune (static shapes, its own CUDA graphs), aotc (outputs
-   copied, the default) and aotc with copy_outputs=False; ratios.
+   eager, torch.compile max-autotune (static shapes, its own CUDA graphs, the recipe's
+   Inductor options), aotc (outputs copied, the default) and aotc with copy_outputs=False;
+   ratios.
 Goals printed with PASS/FAIL: ready for all buckets in under a tenth of max-autotune's cold
 time for one bucket; every bucket at least as fast as eager and max-autotune; batch 1 at
 least 2x eager.
@@ -158,6 +159,11 @@ def latencies(
     # One static-shape compile per bucket, as torch.compile serves fixed shapes at its best;
     # the recompile limit (8) would otherwise send later buckets to eager silently.
     torch._dynamo.config.recompile_limit = 4 * len(buckets)
+    # The recipe's Inductor options apply to torch.compile too: the same search space, so
+    # a difference in latency is the serving path's, not the kernels'. (The time-to-ready
+    # runs above use Inductor's defaults: what a torch.compile user pays today.)
+    for key, value in model.options.items():
+        setattr(torch._inductor.config, key, value)
     compiled = torch.compile(m, mode="max-autotune", dynamic=False)
     rows = []
     with torch.no_grad():

@@ -43,6 +43,15 @@ def compile(*a, **k):
     counts["triton_compile"] += 1
     return real_compile(*a, **k)
 tc.compile = compile
+# Autotuning at run time: a kernel with several configs benchmarks them at its first call
+from torch._inductor.runtime import triton_heuristics as th
+counts["runtime_autotune"] = 0
+for name in ("autotune_to_one_config", "coordinate_descent_tuning"):
+    real = getattr(th.CachingAutotuner, name)
+    def counted(self, *a, _real=real, **k):
+        counts["runtime_autotune"] += 1
+        return _real(self, *a, **k)
+    setattr(th.CachingAutotuner, name, counted)
 sys.path.insert(0, sys.argv[2])
 import importlib, loader
 kw = json.loads(sys.argv[5])
@@ -135,6 +144,7 @@ def test_fresh_process_serves_every_bucket_without_compiling(
     r = _fresh(gpu_bundle, tmp_path)
     assert r["graphs"] is True
     assert r["triton_compile"] == 0 and r["inductor_codegen"] == 0, r
+    assert r["runtime_autotune"] == 0, r
     assert r["max_rel_err"] < 1e-2, r
     print(json.dumps(r))
 
@@ -146,6 +156,7 @@ def test_max_autotune_artifacts_load_without_compiling(tmp_path: Path) -> None:
     bundle = _build(tmp_path, recipe)
     r = _fresh(bundle, tmp_path, [(1, 8), (1, 16), (1, 5)])
     assert r["triton_compile"] == 0 and r["inductor_codegen"] == 0, r
+    assert r["runtime_autotune"] == 0, r
     assert r["max_rel_err"] < 1e-2, r
 
 
@@ -254,4 +265,5 @@ def test_layer_bundle_every_bucket_and_between(tmp_path: Path) -> None:
     print(json.dumps(r))
     assert r["graphs"] is True
     assert r["triton_compile"] == 0 and r["inductor_codegen"] == 0, r
+    assert r["runtime_autotune"] == 0, r
     assert r["max_rel_err"] < 1e-2, r
