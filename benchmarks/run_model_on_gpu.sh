@@ -8,6 +8,8 @@
 #   tests    tests/gpu/test_model_gpu.py (tiny model built here; the layer bundle if built)
 #   profile  benchmarks/model_load_profile.py: where time to ready goes (threads 0 and 8)
 #   bench    benchmarks/model_bench.py (time to ready and per-bucket latency); BENCH_ARGS
+#   aoti     benchmarks/probe_aoti.py (AOTInductor: does it load here, how fast); AOTI_ARGS
+#            (not in the default stages)
 # LAYER_BUNDLE: an existing bundle to use instead of building one; RECIPE: another recipe
 # of the layer (default recipes/layer.toml), e.g. fewer buckets.
 set -uo pipefail
@@ -55,5 +57,9 @@ if [[ " $STAGES " == *" bench "* && -f "$BUNDLE" ]]; then
   python3 benchmarks/model_bench.py --recipe "$RECIPE" --bundle "$BUNDLE" \
     --json "$LOGS/model_bench.json" ${BENCH_ARGS:-} 2>"$LOGS/model_bench.err" \
     | tee "$LOGS/model_bench.log" | tail -26
+fi
+if [[ " $STAGES " == *" aoti "* ]]; then
+  timeout -k 10 "${AOTI_LIMIT:-300}" python3 benchmarks/probe_aoti.py ${AOTI_ARGS:-} \
+    2>"$LOGS/aoti.err" | tee "$LOGS/aoti.jsonl" | cut -c1-400
 fi
 exit $rc
