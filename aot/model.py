@@ -271,12 +271,9 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
         for bucket in grid:
             where = ", ".join(f"{d}={b}" for d, b in zip(mr.dims, bucket, strict=True))
             key = bucket_key(mr, sources, place, bucket, str(torch.__version__))
-            hit = cache.get(key)
+            hit = _cached(cache, key)
             if hit is not None:
-                meta, data = hit
-                metrics = dict(meta["metrics"])
-                wspec = tuple(mf.ModelWeight.from_json(w, "cache") for w in meta["weights"])
-                single = bool(meta["single_output"])
+                data, metrics, wspec, single = hit
             else:
                 if model is None:
                     model, reference = _instantiate(mr, factory, place)
@@ -302,7 +299,6 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
                 f"{_fmt(metrics.get('pad_rel_err'))} |"
             )
         report.append("")
-        bar.close()
         artifacts.append(
             mf.ModelArtifacts(
                 target=place.target,
@@ -314,6 +310,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
                 buckets=tuple(buckets),
             )
         )
+    bar.close()
     spec = mf.ModelSpec(
         name=mr.name,
         source=mr.source_text,
@@ -329,6 +326,22 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
     )
     sha = hashlib.sha256(mr.source.read_bytes()).hexdigest()
     return ModelBuild(spec, payloads, report, sha)
+
+
+_Compiled = tuple[bytes, dict[str, Any], tuple[mf.ModelWeight, ...], bool]
+
+
+def _cached(cache: CompileCache, key: str) -> _Compiled | None:
+    """A verified bucket from the cache; a damaged entry is a miss."""
+    hit = cache.get(key)
+    if hit is None:
+        return None
+    meta, data = hit
+    try:
+        weights = tuple(mf.ModelWeight.from_json(w, "cache") for w in meta["weights"])
+        return data, dict(meta["metrics"]), weights, bool(meta["single_output"])
+    except (KeyError, TypeError, ValueError, mf.ManifestError):
+        return None
 
 
 def _check_options(mr: ModelRecipe, torch: Any) -> None:
@@ -524,7 +537,7 @@ def rel_err(out: Any, ref: Any) -> float:
 def _compile_bucket(
     mr: ModelRecipe, model: Any, reference: Any, place: _Place, bucket: tuple[int, ...],
     where: str,
-) -> tuple[bytes, dict[str, Any], tuple[mf.ModelWeight, ...], bool]:  # fmt: skip
+) -> _Compiled:  # fmt: skip
     import torch
 
     sizes = dict(zip(mr.dims, bucket, strict=True))

@@ -265,6 +265,14 @@ def test_buckets_come_from_the_cache_until_the_model_changes(tmp_path: Path) -> 
     assert "| cached |" not in report1
     report2, second = built("second")
     assert report2.count("| cached |") == 4 and second == first
+    # a damaged entry is a miss: that bucket alone is compiled again
+    records = sorted((tmp_path / "cache").rglob("*.json"))
+    assert len(records) == 4
+    meta = json.loads(records[0].read_text())
+    del meta["weights"]
+    records[0].write_text(json.dumps(meta))
+    report_damaged, _ = built("damaged")
+    assert report_damaged.count("| cached |") == 3
     (src / "tiny.py").write_text((DATA / "tiny.py").read_text() + "\n# edited\n")
     report3, _ = built("third")
     assert "| cached |" not in report3
