@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader import manifest as mf
+from loader.model import load_artifact
 
 from .cache import CompileCache, key_of
 from .errors import BuildError
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
 
 MODEL_KEYS = (
     "name", "source", "kwargs", "dtype", "inputs", "buckets", "pad", "outputs", "mode",
-    "options", "tolerance", "seed",
+    "options", "tolerance", "seed", "backend",
 )  # fmt: skip
 # Recipe mode -> Inductor's own mode whose options are applied (torch._inductor
 # list_mode_options). No "cudagraphs" variants: the loader captures the graph itself.
@@ -89,6 +90,7 @@ class ModelRecipe:
     options: Mapping[str, Any]  # extra Inductor config patches, applied over the mode's
     tolerance: float
     seed: int
+    backend: str = "inductor"  # loader.manifest.MODEL_BACKENDS
 
     @property
     def bucket_grid(self) -> list[tuple[int, ...]]:
@@ -183,6 +185,9 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
     if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
         v.fail(f"{w}.tolerance", f"{tol!r} must be a number between 0 and 1")
     seed = v.int_value(raw.get("seed", 0), f"{w}.seed", minimum=0)
+    backend = raw.get("backend", "inductor")
+    if backend not in mf.MODEL_BACKENDS:
+        v.fail(f"{w}.backend", f"{backend!r}: use one of {', '.join(mf.MODEL_BACKENDS)}")
     return ModelRecipe(
         name=name,
         source=source,
@@ -199,6 +204,7 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
         options=dict(options),
         tolerance=float(tol),
         seed=seed,
+        backend=str(backend),
     )
 
 
@@ -308,6 +314,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
                 torch=str(torch.__version__),
                 mode=mr.mode,
                 buckets=tuple(buckets),
+                backend=mr.backend,
             )
         )
     bar.close()
@@ -393,6 +400,7 @@ def bucket_key(
         "buckets": [list(b) for b in mr.buckets], "pad": list(mr.pad),
         "outputs": [list(o) for o in mr.outputs], "mode": mr.mode,
         "options": dict(mr.options), "tolerance": mr.tolerance, "seed": mr.seed,
+        "backend": mr.backend,
         "bucket": list(bucket), "device": place.device.split(":")[0],
         "device_name": place.name, "cc": list(place.cc) if place.cc else None,
         "torch": torch_version, "triton": _version("triton"),
@@ -566,20 +574,24 @@ def _compile_bucket(
             return _serialize(art, tmp)
 
         with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
-            data = compile_once()
-            compile_s = time.perf_counter() - t0
-            # Autotuning compiles every candidate kernel, and the first artifact carries
-            # them all. Compiled again, the graph is a hit in Inductor's own caches and the
-            # artifact holds only the kernels it runs.
-            again = compile_once()
-            first_bytes = len(data)
-            data = min(data, again, key=len)
-            # What is verified is what ships: the serialized bytes, loaded back.
-            path = os.path.join(tmp, "shipped.bin")
-            Path(path).write_bytes(data)
-            art = torch._inductor.CompiledArtifact.load(path=path, format="binary")  # type: ignore[attr-defined,unused-ignore]
+            if mr.backend == "aoti":
+                data = _aoti_package(torch, ep, patches, tmp, where)
+                first_bytes = len(data)
+                compile_s = time.perf_counter() - t0
+            else:
+                data = compile_once()
+                compile_s = time.perf_counter() - t0
+                # Autotuning compiles every candidate kernel, and the first artifact carries
+                # them all. Compiled again, the graph is a hit in Inductor's own caches and
+                # the artifact holds only the kernels it runs.
+                again = compile_once()
+                first_bytes = len(data)
+                data = min(data, again, key=len)
+        # What is verified is what ships: the bytes, loaded back by the loader's own code.
+        names = [r.name for r in records]
+        run = load_artifact(torch, mr.backend, data, weights, names, torch.device(place.device))
         outs, single = _flat(model(*xs))
-        got = list(art(*weights, *xs))
+        got = run(*xs)
         ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))
     _check_outputs(mr, got, outs, sizes, where)
     err = max(rel_err(g, r) for g, r in zip(got, ref, strict=True))
@@ -589,10 +601,22 @@ def _compile_bucket(
     if err > mr.tolerance:
         raise BuildError(f"[model] at {where}: compiled outputs differ from eager float64 by "
                          f"{err:.2e} (relative), above the tolerance {mr.tolerance:g}")  # fmt: skip
-    padded = _pad_check(mr, art, weights, reference, place, bucket, sizes, gen, where)
+    padded = _pad_check(mr, run, reference, place, bucket, sizes, gen, where)
     if padded is not None:
         metrics["padded_from"], metrics["pad_rel_err"] = padded
     return data, metrics, tuple(records), single
+
+
+def _aoti_package(torch: Any, ep: Any, patches: Mapping[str, Any], tmp: str, where: str) -> bytes:
+    """An AOTInductor package of the exported program, without its weights (bound at load
+    from the service's module, as for the other backend)."""
+    path = os.path.join(tmp, "model.pt2")
+    configs = {**patches, "aot_inductor.package_constants_in_so": False}
+    try:
+        torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
+    except Exception as exc:
+        raise BuildError(f"[model] at {where}: AOTInductor failed: {exc}") from exc
+    return Path(path).read_bytes()
 
 
 def _serialize(art: Any, tmp: str) -> bytes:
@@ -622,7 +646,7 @@ def _check_outputs(
 
 
 def _pad_check(
-    mr: ModelRecipe, art: Any, weights: list[Any], reference: Any, place: _Place,
+    mr: ModelRecipe, run: Callable[..., list[Any]], reference: Any, place: _Place,
     bucket: tuple[int, ...], sizes: Mapping[str, int], gen: Any, where: str,
 ) -> tuple[str, float] | None:  # fmt: skip
     """Run the bucket on smaller inputs padded with zeros and compare the sliced outputs
@@ -646,7 +670,7 @@ def _pad_check(
         xs.append(x)
         padded.append(p)
     with torch.no_grad():
-        got = list(art(*weights, *padded))
+        got = run(*padded)
         ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))
     err = 0.0
     for o, r, sym in zip(got, ref, mr.outputs, strict=True):

@@ -497,6 +497,9 @@ def describe_shard(shard: Mapping[str, Any]) -> str:
 
 MODEL_DTYPES = ("fp16", "bf16", "fp32", "fp64")
 MODEL_DEVICES = ("cuda", "cpu")
+# "inductor": a torch._inductor CompiledArtifact per bucket, called with the weights first;
+# "aoti": an AOTInductor package (.pt2, a shared library) per bucket, weights bound by name.
+MODEL_BACKENDS = ("inductor", "aoti")
 
 
 def _dims(raw: Any, where: str) -> tuple[str | int, ...]:
@@ -596,6 +599,7 @@ class ModelArtifacts:
     torch: str  # torch.__version__ at build
     mode: str  # Inductor mode: "default" or "max-autotune"
     buckets: tuple[ModelBucket, ...]
+    backend: str = "inductor"  # one of MODEL_BACKENDS
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -605,6 +609,7 @@ class ModelArtifacts:
             "cc": list(self.cc) if self.cc is not None else None,
             "torch": self.torch,
             "mode": self.mode,
+            "backend": self.backend,
             "buckets": [b.to_json() for b in self.buckets],
         }
 
@@ -614,6 +619,10 @@ class ModelArtifacts:
         if device not in MODEL_DEVICES:
             raise ManifestError(f"manifest: {where}.device {device!r} is not one of "
                                 f"{MODEL_DEVICES}")  # fmt: skip
+        backend = obj.get("backend", "inductor")
+        if backend not in MODEL_BACKENDS:
+            raise ManifestError(f"manifest: {where}.backend {backend!r} is not one of "
+                                f"{MODEL_BACKENDS}; a newer aotc wrote this bundle")  # fmt: skip
         cc = obj.get("cc")
         if cc is not None and (
             not isinstance(cc, list) or len(cc) != 2 or not all(isinstance(c, int) for c in cc)
@@ -630,6 +639,7 @@ class ModelArtifacts:
                 ModelBucket.from_json(b, f"{where}.buckets[{i}]")
                 for i, b in enumerate(_get(obj, "buckets", list, where))
             ),
+            backend=backend,
         )
 
 

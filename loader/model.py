@@ -26,7 +26,7 @@ import importlib
 import os
 import tempfile
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .dispatch import bucket_index, flat_bucket, name_match
@@ -103,7 +103,7 @@ class _Bucket:
         self.bounds = bounds
         self.entry = entry
         self.lock = threading.Lock()
-        self.artifact: Any = None
+        self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact)
         self.graph: Any = None
         self.inputs: list[Any] = []  # static input buffers (CUDA graphs)
         self.outputs: list[Any] = []  # static outputs of the captured graph
@@ -205,7 +205,7 @@ class ModelRunner:
                 if padded:
                     shapes = [i.shape for i in self.spec.inputs]
                     args = [self._pad(x, s, full) for x, s in zip(args, shapes, strict=True)]
-                outs = list(b.artifact(*self.weights, *args))
+                outs = b.run(*args)
                 # fresh tensors every call: copied only to make a padded slice contiguous
                 outs = [self._slice(o, i, sizes, padded, padded) for i, o in enumerate(outs)]
         return outs[0] if self.spec.single_output else tuple(outs)
@@ -253,23 +253,20 @@ class ModelRunner:
 
     def _ensure(self, b: _Bucket) -> None:
         """Load the bucket's artifact (and capture its graph); the caller holds b.lock."""
-        if b.artifact is None:
-            b.artifact = self._load(b.entry)
+        if b.run is None:
+            b.run = self._load(b.entry)
         if self.use_graphs and b.graph is None:
             self._capture(b)
 
     def _load(self, entry: str) -> Any:
-        data = self.file.read_entry(entry)
         torch = self.torch
-        with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
-            path = os.path.join(tmp, "artifact.bin")
-            with open(path, "wb") as f:
-                f.write(data)
-            try:
-                return torch._inductor.CompiledArtifact.load(path=path, format="binary")
-            except Exception as exc:  # torch asserts on a foreign artifact; say what it is
-                raise BundleError(f"{self.file.path}: entry {entry!r} does not load into this "
-                                  f"torch {torch.__version__}: {exc!r}") from exc  # fmt: skip
+        names = [w.name for w in self.spec.weights]
+        try:
+            return load_artifact(torch, self.artifacts.backend, self.file.read_entry(entry),
+                                 self.weights, names, self.device)  # fmt: skip
+        except Exception as exc:  # torch asserts on a foreign artifact; say what it is
+            raise BundleError(f"{self.file.path}: entry {entry!r} does not load into this "
+                              f"torch {torch.__version__}: {exc!r}") from exc  # fmt: skip
 
     def _capture(self, b: _Bucket) -> None:
         torch = self.torch
@@ -283,11 +280,11 @@ class ModelRunner:
         side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             # the first call loads kernels and sets up cuBLAS; it must not be captured
-            b.artifact(*self.weights, *b.inputs)
+            b.run(*b.inputs)
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            b.outputs = list(b.artifact(*self.weights, *b.inputs))
+            b.outputs = b.run(*b.inputs)
         b.graph = graph
 
     def warmup(self, **sizes: Iterable[int]) -> int:
@@ -316,10 +313,45 @@ class ModelRunner:
     def close(self) -> None:
         for b in self._buckets:
             with b.lock:
-                b.graph = b.artifact = None
+                b.graph = b.run = None
                 b.inputs, b.outputs = [], []
         if self._owned:
             self.file.close()
+
+
+def load_artifact(
+    torch: Any, backend: str, data: bytes, weights: Sequence[Any], names: Sequence[str],
+    device: Any,
+) -> Callable[..., list[Any]]:  # fmt: skip
+    """One bucket's artifact (an entry's bytes) as a callable over the model's inputs that
+    returns the list of outputs. ``weights`` are the module's tensors in the manifest's
+    order, ``names`` their names; both backends read them in place. The build verifies
+    each bucket through this same function."""
+    with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
+        path = os.path.join(tmp, "model.pt2" if backend == "aoti" else "artifact.bin")
+        with open(path, "wb") as f:
+            f.write(data)
+        if backend == "aoti":
+            # The package's shared library is loaded by torch's C++ runtime: no Python
+            # compiler stack is imported. Single-threaded: the caller serializes a bucket's
+            # calls, and CUDA graphs capture it.
+            index = device.index if device.type == "cuda" and device.index is not None else -1
+            runner = torch._C._aoti.AOTIModelPackageLoader(path, "model", True, 1, index)
+            by_name = dict(zip(names, weights, strict=True))
+            wanted = list(runner.get_constant_fqns())
+            unknown = [n for n in wanted if n not in by_name]
+            if unknown:
+                raise BundleError(f"the package wants constants the manifest does not list: "
+                                  f"{unknown[:5]}")  # fmt: skip
+            constants = {n: by_name[n] for n in wanted}
+            try:  # (map, use_inactive, check_full_update, user_managed[, allow_h2d_copy])
+                runner.load_constants(constants, False, True, True, False)
+            except TypeError:  # older torch: no allow_h2d_copy
+                runner.load_constants(constants, False, True, True)
+            return lambda *xs: list(runner.run(list(xs)))
+        art = torch._inductor.CompiledArtifact.load(path=path, format="binary")
+        lifted = list(weights)
+        return lambda *xs: list(art(*lifted, *xs))
 
 
 def _module_device(module: Any, file: BundleFile) -> Any:

@@ -287,3 +287,60 @@ def test_unknown_inductor_option_is_refused(tmp_path: Path) -> None:
         build(tmp_path / "r.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
               model=ModelOptions(device="cpu"))  # fmt: skip
     assert not (tmp_path / "x.aotc").exists()
+
+
+AOTI_CHILD = r"""
+import json, sys, torch
+sys.path.insert(0, sys.argv[2])
+import tiny, loader
+torch.manual_seed(7)
+m = tiny.make_layer(d_model=32, heads=2, ffn=64).eval()
+runner = loader.load_model(sys.argv[1], m, warmup=True)
+errs = []
+for b, t in json.loads(sys.argv[3]):
+    x = torch.randn(b, t, 32)
+    with torch.no_grad():
+        errs.append(float((runner(x) - m(x)).abs().max()))
+heavy = sorted(k for k in sys.modules if k.split(".")[0] == "triton"
+               or k.startswith(("torch._inductor", "torch._dynamo")))
+print(json.dumps({"max_err": max(errs), "heavy": heavy[:10]}))
+"""
+
+
+@pytest.fixture(scope="module")
+def aoti_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny layer through AOTInductor: one bucket (a package is a C++ build, ~30 s)."""
+    tmp = tmp_path_factory.mktemp("aoti")
+    text = (DATA / "tiny.toml").read_text().replace("batch = [1, 2], seq = [8, 16]",
+                                                    "batch = [2], seq = [16]")  # fmt: skip
+    (tmp / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (tmp / "tiny.toml").write_text(text + 'backend = "aoti"\n')
+    out = tmp / "tiny.aotc"
+    build(tmp / "tiny.toml", out, env_for(tmp / "cache"), tmp, model=ModelOptions(device="cpu"))
+    return out
+
+
+def test_aoti_backend_matches_eager_and_loads_no_compiler(
+    aoti_bundle: Path, tmp_path: Path
+) -> None:
+    from loader.manifest import Manifest
+
+    with BundleFile(aoti_bundle) as f:
+        spec = Manifest.from_json(f.manifest).model
+    assert spec is not None and spec.artifacts[0].backend == "aoti"
+    sizes = [(2, 16), (1, 16), (2, 9), (1, 3)]
+    m = _module(seed=11)
+    runner = load_model(aoti_bundle, m)
+    for b, t in sizes:
+        x = torch.randn(b, t, 32)
+        with torch.no_grad():
+            assert torch.allclose(runner(x), m(x), atol=1e-5, rtol=1e-5), (b, t)
+    # a fresh process serves it without importing Inductor, Dynamo or Triton at all
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    proc = subprocess.run(
+        [sys.executable, "-c", AOTI_CHILD, str(aoti_bundle), str(DATA), json.dumps(sizes)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["heavy"] == [] and result["max_err"] < 1e-5, result
