@@ -30,6 +30,13 @@ padded up to the bucket: padding along a sequence dimension only preserves the o
 when no real position reads a padded one (causal attention, padding at the end), and the
 build checks that rather than trusting the recipe.
 
+``backend = "aoti"`` compiles the same exported program with
+``torch._inductor.aoti_compile_and_package`` instead (weights left out of the package:
+``aot_inductor.package_constants_in_so`` off), one .pt2 per bucket; the loader opens it
+with torch's C++ runtime and imports none of the compiler stack. Either way each bucket is
+verified through ``loader.model.load_artifact``, the loader's own code, on the bytes that
+ship.
+
 The recipe table (``[model]``) is parsed here too, without importing torch.
 """
 

@@ -5,11 +5,13 @@
     y = runner(x)             # x: [b, t, 1024], any b, t within the buckets
 
 This is the one part of the loader that uses PyTorch: ``torch`` (imported when
-``load_model`` is called, never by ``import loader``) loads each bucket's Inductor
-artifact (``torch._inductor.CompiledArtifact.load``). Loading runs no Inductor code
-generation and no Triton compilation (the GPU probe counted zero of both;
-tests/test_model.py counts them on the CPU); on the CPU, Inductor still builds the
-artifact's C++ source at load.
+``load_model`` is called, never by ``import loader``) loads each bucket's artifact. With
+the ``inductor`` backend that is ``torch._inductor.CompiledArtifact.load``: no Inductor
+code generation and no Triton compilation (counted on the H200 and on the CPU, where
+Inductor still builds the artifact's C++ at load), but torch's compiler stack is
+imported. With ``aoti`` it is ``torch._C._aoti.AOTIModelPackageLoader``: a shared library
+loaded by torch's C++ runtime, the weights bound by name with ``load_constants``, and no
+compiler module imported at all.
 
 Per call: the bucket is the smallest one at or above each dimension's size; a dimension
 listed in the recipe's ``pad`` may be smaller than its bucket (the input is padded with

@@ -76,6 +76,12 @@ CASES = [
         ["[model].mode: 'fast': use one of default, max-autotune"],
     ),
     (
+        "backend",
+        'mode = "default"',
+        'mode = "default"\nbackend = "tensorrt"',
+        ["[model].backend: 'tensorrt': use one of inductor, aoti"],
+    ),
+    (
         "tolerance",
         'mode = "default"',
         "tolerance = 2",
