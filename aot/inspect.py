@@ -120,7 +120,8 @@ def _model(spec: ModelSpec) -> list[str]:
         f"{len(spec.weights)} weights bound at load",
     ]
     for a in spec.artifacts:
-        out.append(f"  {a.target} ({a.device}, {a.device_name}, torch {a.torch}, {a.mode}):")
+        out.append(f"  {a.target} ({a.device}, {a.device_name}, torch {a.torch}, "
+                   f"{a.mode}, {a.backend}):")  # fmt: skip
         for b in a.buckets:
             where = ",".join(f"{d}={x}" for d, x in zip(spec.dims, b.bucket, strict=True))
             err = b.metrics.get("rel_err")

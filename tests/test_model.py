@@ -344,3 +344,13 @@ def test_aoti_backend_matches_eager_and_loads_no_compiler(
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["heavy"] == [] and result["max_err"] < 1e-5, result
+
+
+def test_inspect_lists_the_model(tiny_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from aot.cli import main
+
+    assert main(["inspect", str(tiny_bundle)]) == 0
+    out = capsys.readouterr().out
+    assert "model layer (tiny.py:make_layer): x: fp32['batch', 'seq', 32] -> 1 outputs" in out
+    assert "cpu (cpu, " in out and "default, inductor):" in out
+    assert "batch=2,seq=16" in out and "rel err" in out
