@@ -133,8 +133,9 @@ class ModelRunner:
         self.weights = _bind(spec, module, self.device, torch, file)
         self._dtypes = [getattr(torch, _TORCH_DTYPES[i.dtype]) for i in spec.inputs]
         self._buckets = [_Bucket(b.bucket, b.entry) for b in self.artifacts.buckets]
-        self._dim_index = {d: i for i, d in enumerate(spec.dims)}
-        self._lock = threading.Lock()
+        # input shapes -> (bucket, sizes, padded): a shape seen before skips the per-
+        # dimension checks and the bucket search (dtype and device are still checked)
+        self._routes: dict[tuple[Any, ...], tuple[_Bucket, dict[str, int], bool]] = {}
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self.spec.inputs)
@@ -193,11 +194,24 @@ class ModelRunner:
 
     # --- calls ------------------------------------------------------------------------
 
-    def __call__(self, *inputs: Any) -> Any:
-        sizes = self.sizes(inputs)
+    def _route(self, inputs: Sequence[Any]) -> tuple[_Bucket, dict[str, int], bool]:
+        tensor = self.torch.Tensor
+        key = tuple(x.shape if isinstance(x, tensor) else None for x in inputs)
+        route = self._routes.get(key)
+        if route is not None and all(
+            x.dtype == dt and x.device == self.device
+            for x, dt in zip(inputs, self._dtypes, strict=True)
+        ):
+            return route
+        sizes = self.sizes(inputs)  # every check, with its message
         b = self.bucket_for(sizes)
-        full = dict(zip(self.spec.dims, b.bounds, strict=True))
-        padded = sizes != full
+        padded = sizes != dict(zip(self.spec.dims, b.bounds, strict=True))
+        if len(self._routes) < 4096:
+            self._routes[key] = (b, sizes, padded)
+        return b, sizes, padded
+
+    def __call__(self, *inputs: Any) -> Any:
+        b, sizes, padded = self._route(inputs)
         with self.torch.no_grad(), b.lock:
             self._ensure(b)
             if self.use_graphs:
@@ -205,6 +219,7 @@ class ModelRunner:
             else:
                 args = list(inputs)
                 if padded:
+                    full = dict(zip(self.spec.dims, b.bounds, strict=True))
                     shapes = [i.shape for i in self.spec.inputs]
                     args = [self._pad(x, s, full) for x, s in zip(args, shapes, strict=True)]
                 outs = b.run(*args)

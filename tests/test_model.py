@@ -198,6 +198,9 @@ def test_bad_calls(tiny_bundle: Path) -> None:
     with pytest.raises(ArgumentError, match=r"seq=3 is not a bucket size \[8, 16\]"):
         runner(torch.randn(1, 3, 32))
     assert runner(torch.randn(1, 8, 32)).shape == (1, 8, 32)
+    # a shape served before still has its dtype checked
+    with pytest.raises(ArgumentError, match=r"has dtype torch\.float64, expected"):
+        runner(torch.randn(1, 8, 32, dtype=torch.float64))
 
 
 def _rewrite(src: Path, dst: Path, edit: Any) -> Path:
