@@ -57,7 +57,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader import manifest as mf
-from loader.model import load_artifact
+from loader.args import TORCH_NAMES, element_type
+from loader.model import concrete, leading, load_artifact, pad_zeros
 
 from .cache import CompileCache, key_of
 from .errors import BuildError
@@ -248,10 +249,6 @@ class ModelBuild:
 
 def entry_name(target: str, dims: Sequence[str], bucket: Sequence[int]) -> str:
     return f"model/{target}/" + ",".join(f"{d}={b}" for d, b in zip(dims, bucket, strict=True))
-
-
-def concrete(shape: Sequence[str | int], sizes: Mapping[str, int]) -> tuple[int, ...]:
-    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
 
 def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
@@ -476,20 +473,15 @@ def _factory(mr: ModelRecipe) -> Callable[..., Any]:
     return fn  # type: ignore[no-any-return]
 
 
-_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
-
-
 def _torch_dtype(name: str) -> Any:
     import torch
 
-    return getattr(torch, _DTYPES[name])
+    return getattr(torch, TORCH_NAMES[name])
 
 
 def dtype_name(dtype: Any) -> str:
-    for k, v in _DTYPES.items():
-        if str(dtype) == f"torch.{v}":
-            return k
-    return str(dtype).removeprefix("torch.")
+    """The manifest's name of a torch dtype: our element type, else torch's own name."""
+    return element_type(dtype) or str(dtype).removeprefix("torch.")
 
 
 def _weights(model: Any, ep: Any, mr: ModelRecipe, where: str) -> tuple[list[Any], list[Any]]:
@@ -672,16 +664,14 @@ def _pad_check(
     for inp in mr.inputs:
         x = torch.randn(concrete(inp.shape, small), generator=gen, dtype=torch.float64)
         x = x.to(device=place.device, dtype=_torch_dtype(inp.dtype))
-        p = torch.zeros(concrete(inp.shape, sizes), dtype=x.dtype, device=x.device)
-        p[tuple(slice(0, n) for n in x.shape)] = x
         xs.append(x)
-        padded.append(p)
+        padded.append(pad_zeros(torch, x, concrete(inp.shape, sizes)))
     with torch.no_grad():
         got = run(*padded)
         ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))
     err = 0.0
     for o, r, sym in zip(got, ref, mr.outputs, strict=True):
-        o = o[tuple(slice(0, n) for n in concrete(sym, small))]
+        o = o[leading(concrete(sym, small))]
         err = max(err, rel_err(o, r))
     shown = ", ".join(f"{d}={small[d]}" for d in mr.dims if small[d] != sizes[d])
     if err > mr.tolerance:

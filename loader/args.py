@@ -34,6 +34,13 @@ _TORCH_DTYPES = {
 # Our element types by torch's attribute names (torch.bfloat16 is "bfloat16"): how the
 # loader allocates a torch tensor of a given element type without importing torch itself.
 TORCH_NAMES = {ours: name.removeprefix("torch.") for name, ours in _TORCH_DTYPES.items()}
+
+
+def element_type(dtype: Any) -> str | None:
+    """Our element type of a torch dtype ("fp16" for torch.float16); None if we have none."""
+    return _TORCH_DTYPES.get(str(dtype))
+
+
 # __cuda_array_interface__ typestrs (numpy's); there is no standard one for bf16.
 _TYPESTRS = {
     "f2": "fp16",

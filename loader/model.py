@@ -31,12 +31,11 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .args import TORCH_NAMES
 from .dispatch import bucket_index, flat_bucket, name_match
 from .errors import ArgumentError, BundleError, NoTargetError
 from .format import BundleFile
 from .manifest import Manifest, ManifestError, ModelArtifacts, ModelSpec
-
-_TORCH_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
 
 
 def _torch() -> Any:
@@ -131,7 +130,7 @@ class ModelRunner:
         self.use_graphs = cuda_graphs and self.device.type == "cuda"
         self.copy_outputs = copy_outputs
         self.weights = _bind(spec, module, self.device, torch, file)
-        self._dtypes = [getattr(torch, _TORCH_DTYPES[i.dtype]) for i in spec.inputs]
+        self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
         self._buckets = [_Bucket(b.bucket, b.entry) for b in self.artifacts.buckets]
         # input shapes -> (bucket, sizes, padded): a shape seen before skips the per-
         # dimension checks and the bucket search (dtype and device are still checked)
@@ -220,29 +219,19 @@ class ModelRunner:
                 args = list(inputs)
                 if padded:
                     full = dict(zip(self.spec.dims, b.bounds, strict=True))
-                    shapes = [i.shape for i in self.spec.inputs]
-                    args = [self._pad(x, s, full) for x, s in zip(args, shapes, strict=True)]
+                    args = [pad_zeros(self.torch, x, concrete(i.shape, full))
+                            for x, i in zip(args, self.spec.inputs, strict=True)]  # fmt: skip
                 outs = b.run(*args)
                 # fresh tensors every call: copied only to make a padded slice contiguous
                 outs = [self._slice(o, i, sizes, padded, padded) for i, o in enumerate(outs)]
         return outs[0] if self.spec.single_output else tuple(outs)
-
-    def _pad(self, x: Any, shape: Sequence[str | int], full: Mapping[str, int]) -> Any:
-        want = tuple(full[d] if isinstance(d, str) else d for d in shape)
-        if tuple(x.shape) == want:
-            return x
-        p = self.torch.zeros(want, dtype=x.dtype, device=x.device)
-        p[tuple(slice(0, n) for n in x.shape)] = x
-        return p
 
     def _slice(self, out: Any, i: int, sizes: Mapping[str, int], padded: bool,
                copy: bool = True) -> Any:  # fmt: skip
         """The call's part of output ``i`` (the bucket's, less the padding); a copy unless
         ``copy`` is false."""
         if padded and self.spec.outputs:
-            sym = self.spec.outputs[i]
-            want = tuple(sizes[d] if isinstance(d, str) else d for d in sym)
-            out = out[tuple(slice(0, n) for n in want)]
+            out = out[leading(concrete(self.spec.outputs[i], sizes))]
         return out.clone() if copy else out
 
     def _replay(
@@ -257,7 +246,7 @@ class ModelRunner:
                 buf.copy_(x)
             else:
                 buf.zero_()
-                buf[tuple(slice(0, n) for n in x.shape)].copy_(x)
+                buf[leading(x.shape)].copy_(x)
         b.graph.replay()
         outs = [self._slice(o, i, sizes, padded, self.copy_outputs)
                 for i, o in enumerate(b.outputs)]  # fmt: skip
@@ -289,8 +278,7 @@ class ModelRunner:
         torch = self.torch
         full = dict(zip(self.spec.dims, b.bounds, strict=True))
         b.inputs = [
-            torch.zeros(tuple(full[d] if isinstance(d, str) else d for d in i.shape),
-                        dtype=dt, device=self.device)
+            torch.zeros(concrete(i.shape, full), dtype=dt, device=self.device)
             for i, dt in zip(self.spec.inputs, self._dtypes, strict=True)
         ]  # fmt: skip
         side = torch.cuda.Stream(self.device)
@@ -334,6 +322,26 @@ class ModelRunner:
                 b.inputs, b.outputs = [], []
         if self._owned:
             self.file.close()
+
+
+def concrete(shape: Sequence[str | int], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """A symbolic shape (sizes and dimension names) at the given dimension sizes."""
+    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+
+
+def leading(shape: Sequence[int]) -> tuple[slice, ...]:
+    """The index of a tensor's first ``shape[i]`` elements along each dimension: the part
+    of a padded tensor that is not padding."""
+    return tuple(slice(0, n) for n in shape)
+
+
+def pad_zeros(torch: Any, x: Any, shape: tuple[int, ...]) -> Any:
+    """``x`` padded with zeros at the end of each dimension up to ``shape``."""
+    if tuple(x.shape) == shape:
+        return x
+    padded = torch.zeros(shape, dtype=x.dtype, device=x.device)
+    padded[leading(x.shape)] = x
+    return padded
 
 
 def load_artifact(
@@ -423,7 +431,7 @@ def _bind(spec: ModelSpec, module: Any, device: Any, torch: Any, file: BundleFil
     out = []
     for w in spec.weights:
         t = named[w.name]
-        dt = getattr(torch, _TORCH_DTYPES.get(w.dtype, w.dtype), None)
+        dt = getattr(torch, TORCH_NAMES.get(w.dtype, w.dtype), None)
         problems = []
         if tuple(t.shape) != w.shape:
             problems.append(f"shape {list(t.shape)}, expected {list(w.shape)}")
