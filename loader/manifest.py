@@ -246,10 +246,7 @@ class Instance:
         for i, v in enumerate(_get(obj, "variants", list, where)):
             var = Variant.from_json(v, f"{where}.variants[{i}]")
             variants[var.id] = var
-        choices = tuple(
-            Choice.from_json(c, f"{where}.choices[{i}]")
-            for i, c in enumerate(_get(obj, "choices", list, where))
-        )
+        choices = _parse_list(obj, "choices", Choice.from_json, where)
         for c in choices:
             missing = [v for v in c.variants if v not in variants]
             if missing or not c.variants:
@@ -292,18 +289,12 @@ class KernelSpec:
             raise ManifestError(f"manifest: {where}.grid must have 3 entries")
         return KernelSpec(
             name=name,
-            params=tuple(
-                Param.from_json(p, f"{where}.params[{i}]")
-                for i, p in enumerate(_get(obj, "params", list, where))
-            ),
+            params=_parse_list(obj, "params", Param.from_json, where),
             dtype_vars={k: tuple(v) for k, v in _get(obj, "dtype_vars", dict, where).items()},
             grid=(grid[0], grid[1], grid[2]),
             bucket_keys=tuple(_get(obj, "bucket_keys", list, where)),
             buckets=tuple(tuple(b) for b in _get(obj, "buckets", list, where)),
-            instances=tuple(
-                Instance.from_json(x, f"{where}.instances[{i}]")
-                for i, x in enumerate(_get(obj, "instances", list, where))
-            ),
+            instances=_parse_list(obj, "instances", Instance.from_json, where),
         )
 
 
@@ -381,24 +372,13 @@ class PipelineSpec:
     def from_json(obj: Any, where: str) -> PipelineSpec:
         name = _get(obj, "name", str, where)
         where = f"pipeline {name!r}"
-        dims = tuple(_get(obj, "dims", list, where))
-        buckets = tuple(tuple(b) for b in _get(obj, "buckets", list, where))
-        if len(dims) != len(buckets) or not all(
-            b and all(isinstance(x, int) for x in b) for b in buckets
-        ):
-            raise ManifestError(f"manifest: {where}: one list of bucket bounds per dimension")
+        dims, buckets = _bounds(obj, where)
         return PipelineSpec(
             name=name,
             dims=dims,
             buckets=buckets,
-            tensors=tuple(
-                PipelineTensor.from_json(t, f"{where}.tensors[{i}]")
-                for i, t in enumerate(_get(obj, "tensors", list, where))
-            ),
-            steps=tuple(
-                PipelineStep.from_json(s, f"{where}.steps[{i}]")
-                for i, s in enumerate(_get(obj, "steps", list, where))
-            ),
+            tensors=_parse_list(obj, "tensors", PipelineTensor.from_json, where),
+            steps=_parse_list(obj, "steps", PipelineStep.from_json, where),
         )
 
     def tensor(self, name: str) -> PipelineTensor:
@@ -476,8 +456,23 @@ class Manifest:
         raise KeyError(name)
 
 
-def _parse_list(obj: Any, key: str, parse: Callable[[Any, str], T]) -> tuple[T, ...]:
-    return tuple(parse(x, f"{key}[{i}]") for i, x in enumerate(_get(obj, key, list, "")))
+def _parse_list(
+    obj: Any, key: str, parse: Callable[[Any, str], T], where: str = ""
+) -> tuple[T, ...]:
+    """``obj[key]``, a list, each item parsed with its place (``where.key[i]``) named."""
+    at = f"{where}.{key}" if where else key
+    return tuple(parse(x, f"{at}[{i}]") for i, x in enumerate(_get(obj, key, list, where)))
+
+
+def _bounds(obj: Any, where: str) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    """``dims`` and ``buckets``: one list of integer bucket bounds per dimension."""
+    dims = tuple(_get(obj, "dims", list, where))
+    buckets = tuple(tuple(b) for b in _get(obj, "buckets", list, where))
+    if len(dims) != len(buckets) or not all(
+        b and all(isinstance(x, int) for x in b) for b in buckets
+    ):
+        raise ManifestError(f"manifest: {where}: one list of bucket bounds per dimension")
+    return dims, buckets
 
 
 def describe_shard(shard: Mapping[str, Any]) -> str:
@@ -635,10 +630,7 @@ class ModelArtifacts:
             cc=(cc[0], cc[1]) if cc is not None else None,
             torch=_get(obj, "torch", str, where),
             mode=_get(obj, "mode", str, where),
-            buckets=tuple(
-                ModelBucket.from_json(b, f"{where}.buckets[{i}]")
-                for i, b in enumerate(_get(obj, "buckets", list, where))
-            ),
+            buckets=_parse_list(obj, "buckets", ModelBucket.from_json, where),
             backend=backend,
         )
 
@@ -679,12 +671,7 @@ class ModelSpec:
 
     @staticmethod
     def from_json(obj: Any, where: str = "model") -> ModelSpec:
-        dims = tuple(_get(obj, "dims", list, where))
-        buckets = tuple(tuple(b) for b in _get(obj, "buckets", list, where))
-        if len(dims) != len(buckets) or not all(
-            b and all(isinstance(x, int) for x in b) for b in buckets
-        ):
-            raise ManifestError(f"manifest: {where}: one list of bucket bounds per dimension")
+        dims, buckets = _bounds(obj, where)
         pad = tuple(_get(obj, "pad", list, where))
         if any(p not in dims for p in pad):
             raise ManifestError(f"manifest: {where}.pad names a dimension not in dims")
@@ -692,26 +679,14 @@ class ModelSpec:
             name=_get(obj, "name", str, where),
             source=_get(obj, "source", str, where),
             dtype=_get(obj, "dtype", str, where),
-            inputs=tuple(
-                ModelInput.from_json(x, f"{where}.inputs[{i}]")
-                for i, x in enumerate(_get(obj, "inputs", list, where))
-            ),
-            outputs=tuple(
-                _dims(o, f"{where}.outputs[{i}]")
-                for i, o in enumerate(_get(obj, "outputs", list, where))
-            ),
+            inputs=_parse_list(obj, "inputs", ModelInput.from_json, where),
+            outputs=_parse_list(obj, "outputs", _dims, where),
             single_output=_get(obj, "single_output", bool, where),
             dims=dims,
             buckets=buckets,
             pad=pad,
-            weights=tuple(
-                ModelWeight.from_json(x, f"{where}.weights[{i}]")
-                for i, x in enumerate(_get(obj, "weights", list, where))
-            ),
-            artifacts=tuple(
-                ModelArtifacts.from_json(x, f"{where}.artifacts[{i}]")
-                for i, x in enumerate(_get(obj, "artifacts", list, where))
-            ),
+            weights=_parse_list(obj, "weights", ModelWeight.from_json, where),
+            artifacts=_parse_list(obj, "artifacts", ModelArtifacts.from_json, where),
         )
         n = 1
         for b in buckets:
