@@ -30,9 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # Sizes to call at: every bucket's bounds, and sizes between them (padded up).
 SIZES = [(1, 8), (2, 16), (1, 16), (2, 8), (1, 3), (2, 11), (1, 9), (2, 1)]
 
+# Counts Inductor code generation, Triton compilations and C++ builds. It imports Inductor
+# itself: a child that must show Inductor is never imported runs SERVE alone.
 COUNTING = r"""
-import json, sys, torch
-counts = {"inductor_codegen": 0, "triton_compile": 0, "cpp_build": 0}
+counts.update(inductor_codegen=0, triton_compile=0, cpp_build=0)
 import torch._inductor.graph as ig
 real_codegen = ig.GraphLowering.codegen
 def codegen(self, *a, **k):
@@ -56,9 +57,7 @@ def build(self, *a, **k):
 cb.CppBuilder.build = build
 """
 
-CHILD = (
-    COUNTING
-    + r"""
+SERVE = r"""
 sys.path.insert(0, sys.argv[2])
 import tiny, loader
 torch.manual_seed(7)
@@ -69,9 +68,12 @@ for b, t in json.loads(sys.argv[3]):
     x = torch.randn(b, t, 32)
     with torch.no_grad():
         errs.append(float((runner(x) - m(x)).abs().max()))
-print(json.dumps({**counts, "max_err": max(errs)}))
+heavy = sorted(k for k in sys.modules if k.split(".")[0] == "triton"
+               or k.startswith(("torch._inductor", "torch._dynamo")))
+print(json.dumps({**counts, "max_err": max(errs), "heavy": heavy[:10]}))
 """
-)
+START = "import json, sys, torch\ncounts = {}\n"
+CHILD = START + COUNTING + SERVE
 
 
 @pytest.fixture(scope="module")
@@ -292,24 +294,6 @@ def test_unknown_inductor_option_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "x.aotc").exists()
 
 
-AOTI_CHILD = r"""
-import json, sys, torch
-sys.path.insert(0, sys.argv[2])
-import tiny, loader
-torch.manual_seed(7)
-m = tiny.make_layer(d_model=32, heads=2, ffn=64).eval()
-runner = loader.load_model(sys.argv[1], m, warmup=True)
-errs = []
-for b, t in json.loads(sys.argv[3]):
-    x = torch.randn(b, t, 32)
-    with torch.no_grad():
-        errs.append(float((runner(x) - m(x)).abs().max()))
-heavy = sorted(k for k in sys.modules if k.split(".")[0] == "triton"
-               or k.startswith(("torch._inductor", "torch._dynamo")))
-print(json.dumps({"max_err": max(errs), "heavy": heavy[:10]}))
-"""
-
-
 @pytest.fixture(scope="module")
 def aoti_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny layer through AOTInductor: one bucket (a package is a C++ build, ~30 s)."""
@@ -341,7 +325,7 @@ def test_aoti_backend_matches_eager_and_loads_no_compiler(
     # a fresh process serves it without importing Inductor, Dynamo or Triton at all
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
     proc = subprocess.run(
-        [sys.executable, "-c", AOTI_CHILD, str(aoti_bundle), str(DATA), json.dumps(sizes)],
+        [sys.executable, "-c", START + SERVE, str(aoti_bundle), str(DATA), json.dumps(sizes)],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

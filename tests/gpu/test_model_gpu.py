@@ -26,11 +26,17 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "model"
 SIZES = [(1, 8), (2, 16), (1, 16), (2, 8), (1, 3), (2, 11), (1, 9), (2, 1)]
 
-CHILD = r"""
+START = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import torch
-counts = {"inductor_codegen": 0, "triton_compile": 0}
+counts = {}
+"""
+
+# Counts Inductor code generation, Triton compilations and run-time autotuning. It imports
+# Inductor itself, so a child that must show Inductor is never imported runs without it.
+COUNTING = r"""
+counts.update(inductor_codegen=0, triton_compile=0)
 import torch._inductor.graph as ig
 real_codegen = ig.GraphLowering.codegen
 def codegen(self, *a, **k):
@@ -54,6 +60,9 @@ for name in ("autotune_to_one_config", "coordinate_descent_tuning"):
         counts["runtime_autotune"] += 1
         return _real(self, *a, **k)
     setattr(th.CachingAutotuner, name, counted)
+"""
+
+SERVE = r"""
 sys.path.insert(0, sys.argv[2])
 import importlib, loader
 kw = json.loads(sys.argv[5])
@@ -71,8 +80,10 @@ for b, t in json.loads(sys.argv[3]):
     y = runner(x)
     assert y.shape == ref.shape, (y.shape, ref.shape)
     errs.append(float((y.float() - ref.float()).abs().max() / ref.float().abs().max()))
+heavy = sorted(k for k in sys.modules if k.split(".")[0] == "triton"
+               or k.startswith(("torch._inductor", "torch._dynamo")))
 print(json.dumps({**counts, "max_rel_err": max(errs), "graphs": runner.use_graphs,
-                  "import_s": t1 - t0, "ready_s": t2 - t1}))
+                  "import_s": t1 - t0, "ready_s": t2 - t1, "heavy": heavy[:10]}))
 """
 
 
@@ -114,15 +125,16 @@ TINY = ("tiny", {"d_model": 32, "heads": 2, "ffn": 64})
 
 def _fresh(
     bundle: Path, tmp: Path, sizes: list[tuple[int, int]] = SIZES,
-    model: tuple[str, dict[str, int]] = TINY, where: Path = DATA,
+    model: tuple[str, dict[str, int]] = TINY, where: Path = DATA, counting: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """Serve ``sizes`` from ``bundle`` in a fresh process with empty Inductor and Triton
-    caches, counting Inductor code generation and Triton compilations."""
+    caches, counting Inductor code generation and Triton compilations (unless
+    ``counting`` is false), and listing the compiler modules it imported."""
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / "inductor"),
            "TRITON_CACHE_DIR": str(tmp / "triton")}  # fmt: skip
     argv = [str(bundle), str(where), json.dumps(sizes), model[0], json.dumps(model[1])]
     proc = subprocess.run(
-        [sys.executable, "-c", CHILD, *argv],
+        [sys.executable, "-c", START + (COUNTING if counting else "") + SERVE, *argv],
         capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -273,42 +285,11 @@ def test_layer_bundle_every_bucket_and_between(tmp_path: Path) -> None:
     assert r["max_rel_err"] < 1e-2, r
 
 
-AOTI_CHILD = r"""
-import json, sys, time
-t0 = time.perf_counter()
-import torch
-sys.path.insert(0, sys.argv[2])
-import tiny, loader
-torch.manual_seed(7)
-m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
-runner = loader.load_model(sys.argv[1], m, warmup=True)
-errs = []
-for b, t in json.loads(sys.argv[3]):
-    x = torch.randn(b, t, 32, device="cuda", dtype=torch.half)
-    with torch.no_grad():
-        ref = m(x)
-    y = runner(x)
-    errs.append(float((y.float() - ref.float()).abs().max() / ref.float().abs().max()))
-torch.cuda.synchronize()
-heavy = sorted(k for k in sys.modules if k.split(".")[0] == "triton"
-               or k.startswith(("torch._inductor", "torch._dynamo")))
-print(json.dumps({"max_rel_err": max(errs), "heavy": heavy[:10], "graphs": runner.use_graphs,
-                  "ready_s": time.perf_counter() - t0}))
-"""
-
-
 def test_aoti_backend_serves_from_a_fresh_process(tmp_path: Path) -> None:
     """backend = "aoti": an AOTInductor package per bucket, loaded by torch's C++ runtime.
     A fresh process serves every bucket and padded sizes through CUDA graphs without
     importing Inductor, Dynamo or Triton."""
     bundle = _build(tmp_path, _recipe(tmp_path, backend="aoti", buckets="batch = [2]"))
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    sizes = [(2, 16), (2, 8), (1, 16), (1, 3), (2, 11)]
-    proc = subprocess.run(
-        [sys.executable, "-c", AOTI_CHILD, str(bundle), str(DATA), json.dumps(sizes)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r = _fresh(bundle, tmp_path, [(2, 16), (2, 8), (1, 16), (1, 3), (2, 11)], counting=False)
     print(json.dumps(r))
     assert r["graphs"] is True and r["heavy"] == [] and r["max_rel_err"] < 1e-2, r
