@@ -29,6 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "recipes" / "models"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_bench import _shape  # noqa: E402  "BxT" on the command line
 
 CHILD = r"""
 import json, sys, time
@@ -88,11 +90,6 @@ if device == "cuda":
     out["graph_replay_us"] = a.elapsed_time(b) * 10
 print(json.dumps(out))
 """
-
-
-def _shape(text: str) -> tuple[int, int]:
-    b, t = text.lower().split("x")
-    return int(b), int(t)
 
 
 def main() -> None:

@@ -71,27 +71,13 @@ print(json.dumps({"import_torch_s": t1 - t0, "load_s": t2 - t1, "first_call_s": 
 """
 
 
-def Layer():  # a factory named like the class it builds
-    import torch.nn as nn
-    import torch.nn.functional as F
+def Layer():  # type: ignore[no-untyped-def]
+    """The layer recipes/layer.toml builds (recipes/models/layer.py), at its defaults."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "recipes", "models"))  # fmt: skip
+    from layer import make_layer
 
-    class _Layer(nn.Module):
-        def __init__(self, d: int = 1024, heads: int = 16, ffn: int = 4096):
-            super().__init__()
-            self.heads = heads
-            self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.f1, self.f2 = nn.Linear(d, ffn), nn.Linear(ffn, d)
-
-        def forward(self, x):  # type: ignore[no-untyped-def]
-            b, t, d = x.shape
-            qkv = self.qkv(self.n1(x)).view(b, t, 3, self.heads, d // self.heads)
-            q, k, v = qkv.permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.o(a.transpose(1, 2).reshape(b, t, d))
-            return x + self.f2(F.gelu(self.f1(self.n2(x))))
-
-    return _Layer()
+    return make_layer()
 
 
 def inputs():  # type: ignore[no-untyped-def]
