@@ -241,14 +241,23 @@ def _handler(proxy: Proxy) -> type[http.server.BaseHTTPRequestHandler]:
 @contextmanager
 def proxy(upstream: str) -> Iterator[Proxy]:
     p = Proxy(upstream)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _handler(p))
+    with _serving(_handler(p)) as server:
+        p.server = server
+        p.port = server.server_address[1]
+        yield p
+
+
+@contextmanager
+def _serving(
+    handler: type[http.server.BaseHTTPRequestHandler],
+) -> Iterator[http.server.ThreadingHTTPServer]:
+    """An HTTP server on a free loopback port, served from a thread until the block ends."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    p.server = server
-    p.port = server.server_address[1]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield p
+        yield server
     finally:
         server.shutdown()
         server.server_close()
@@ -353,13 +362,6 @@ def token_server(root: Path, user: str, password: str) -> Iterator[TokenServer]:
             self.end_headers()
             self.wfile.write(body)
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    ts.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with _serving(Handler) as server:
+        ts.port = server.server_address[1]
         yield ts
-    finally:
-        server.shutdown()
-        server.server_close()
