@@ -396,12 +396,14 @@ def bucket_key(
     mr: ModelRecipe, sources: str, place: _Place, bucket: tuple[int, ...], torch_version: str
 ) -> str:
     """Content address of one bucket's verified artifact: everything that can change it.
-    All bucket bounds are in it because the padding check reads the bucket below."""
+    Of the other buckets only the size the padding check runs at is in it, so a bucket
+    keeps its entry when buckets are added or removed elsewhere in the grid."""
+    sizes = dict(zip(mr.dims, bucket, strict=True))
     return key_of({
         "kind": "model-bucket", "sources": sources, "factory": mr.factory,
         "kwargs": dict(mr.kwargs), "dtype": mr.dtype,
         "inputs": [i.to_json() for i in mr.inputs], "dims": list(mr.dims),
-        "buckets": [list(b) for b in mr.buckets], "pad": list(mr.pad),
+        "padded_from": pad_sizes(mr, sizes), "pad": list(mr.pad),
         "outputs": [list(o) for o in mr.outputs], "mode": mr.mode,
         "options": dict(mr.options), "tolerance": mr.tolerance, "seed": mr.seed,
         "backend": mr.backend,
@@ -644,6 +646,17 @@ def _check_outputs(
                              f"but forward returns shape {list(o.shape)}")  # fmt: skip
 
 
+def pad_sizes(mr: ModelRecipe, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The sizes a bucket's padding check runs at: each padded dimension one past the
+    bucket below (half the bucket for the smallest)."""
+    small = dict(sizes)
+    for d, bounds in zip(mr.dims, mr.buckets, strict=True):
+        if d in mr.pad:
+            i = bounds.index(sizes[d])
+            small[d] = bounds[i - 1] + 1 if i else max(1, sizes[d] // 2)
+    return small
+
+
 def _pad_check(
     mr: ModelRecipe, run: Callable[..., list[Any]], reference: Any, place: _Place,
     bucket: tuple[int, ...], sizes: Mapping[str, int], gen: Any, where: str,
@@ -652,11 +665,7 @@ def _pad_check(
     with eager float64 at the smaller size: proves the recipe's ``pad`` safe here."""
     import torch
 
-    small = dict(sizes)
-    for d, bounds in zip(mr.dims, mr.buckets, strict=True):
-        if d in mr.pad:
-            i = bounds.index(sizes[d])
-            small[d] = bounds[i - 1] + 1 if i else max(1, sizes[d] // 2)
+    small = pad_sizes(mr, sizes)
     if small == sizes:
         return None
     xs = []

@@ -252,7 +252,8 @@ def test_model_build_needs_a_gpu_unless_cpu(tmp_path: Path) -> None:
 
 def test_buckets_come_from_the_cache_until_the_model_changes(tmp_path: Path) -> None:
     """Each verified bucket is cached by content: a rebuild compiles nothing and packs the
-    same artifacts; an edit to the model's sources compiles every bucket again."""
+    same artifacts; a bucket added to the grid compiles that bucket alone; an edit to the
+    model's sources compiles every bucket again."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "tiny.py").write_text((DATA / "tiny.py").read_text())
@@ -278,6 +279,10 @@ def test_buckets_come_from_the_cache_until_the_model_changes(tmp_path: Path) -> 
     records[0].write_text(json.dumps(meta))
     report_damaged, _ = built("damaged")
     assert report_damaged.count("| cached |") == 3
+    toml = (src / "tiny.toml").read_text()
+    (src / "tiny.toml").write_text(toml.replace("seq = [8, 16]", "seq = [8, 16, 32]"))
+    report_grown, _ = built("grown")
+    assert report_grown.count("| cached |") == 4 and report_grown.count("seq=32") == 2
     (src / "tiny.py").write_text((DATA / "tiny.py").read_text() + "\n# edited\n")
     report3, _ = built("third")
     assert "| cached |" not in report3
