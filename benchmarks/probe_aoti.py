@@ -3,6 +3,7 @@
     python benchmarks/probe_aoti.py                       # the layer, on the GPU, 1x128
     python benchmarks/probe_aoti.py --mode max-autotune --buckets 1x128 4x128
     python benchmarks/probe_aoti.py --device cpu --small  # the flow on a CPU (a check)
+    python benchmarks/probe_aoti.py --small --gdb         # a crash's native backtrace
 
 An earlier session saw ``aoti_load_package`` segfault on the GPU image (torch 2.11). This
 compiles the recipes/layer.toml module with ``torch._inductor.aoti_compile_and_package``
@@ -33,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from model_bench import _shape  # noqa: E402  "BxT" on the command line
 
 CHILD = r"""
-import json, sys, time
+import ctypes, json, os, sys, time
 t0 = time.perf_counter()
 import torch
+for lib in filter(None, os.environ.get("AOTI_PROBE_PRELOAD", "").split(":")):
+    ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)  # a hypothesis test: these libraries first
 t_torch = time.perf_counter() - t0
 sys.path.insert(0, sys.argv[1])
 from layer import make_layer
@@ -99,6 +102,9 @@ def main() -> None:
     p.add_argument("--buckets", type=_shape, nargs="+", default=[(1, 128)], metavar="BxT")
     p.add_argument("--small", action="store_true", help="d_model 64: a quick check")
     p.add_argument("--out", type=Path, help="keep the packages here (default: a temp dir)")
+    p.add_argument("--gdb", action="store_true", help="also load under cuda-gdb: a backtrace")
+    p.add_argument("--cxx", help="the C++ compiler AOTInductor uses (Inductor's cpp.cxx)")
+    p.add_argument("--load", type=Path, help="a package built earlier: load it, compile nothing")
     args = p.parse_args()
 
     import torch
@@ -111,7 +117,9 @@ def main() -> None:
     dtype = torch.half if args.device == "cuda" else torch.float
     torch.manual_seed(0)
     m = make_layer(**kw).to(device=args.device, dtype=dtype).eval()
-    configs = {"aot_inductor.package_constants_in_so": False}
+    configs: dict[str, object] = {"aot_inductor.package_constants_in_so": False}
+    if args.cxx:
+        configs["cpp.cxx"] = args.cxx
     if args.mode == "max-autotune":
         configs.update({"max_autotune": True, "coordinate_descent_tuning": True,
                         "max_autotune_prune_choices_based_on_shared_mem": True})  # fmt: skip
@@ -119,15 +127,18 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     for b, t in args.buckets:
         x = torch.randn(b, t, kw["d_model"], device=args.device, dtype=dtype)
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            ep = torch.export.export(m, (x,))
-            path = torch._inductor.aoti_compile_and_package(
-                ep, package_path=str(work / f"layer-{b}x{t}.pt2"), inductor_configs=configs
-            )
-        row = {"bucket": f"{b}x{t}", "mode": args.mode, "compile_s": time.perf_counter() - t0,
-               "package_bytes": os.path.getsize(path)}  # fmt: skip
-        print(json.dumps(row), flush=True)
+        if args.load:
+            path = str(args.load)
+        else:
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                ep = torch.export.export(m, (x,))
+                path = torch._inductor.aoti_compile_and_package(
+                    ep, package_path=str(work / f"layer-{b}x{t}.pt2"), inductor_configs=configs
+                )
+            row = {"bucket": f"{b}x{t}", "mode": args.mode, "package_bytes": os.path.getsize(path),
+                   "compile_s": time.perf_counter() - t0}  # fmt: skip
+            print(json.dumps(row), flush=True)
         for route in ("aoti_load_package", "AOTIModelPackageLoader"):
             env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="ind-")}
             argv = [str(MODELS), path, route, args.device, json.dumps(kw), json.dumps([b, t])]
@@ -140,6 +151,19 @@ def main() -> None:
             else:
                 print(json.dumps({"route": route, "rc": proc.returncode,
                                   "stderr": proc.stderr[-3000:]}), flush=True)  # fmt: skip
+            if args.gdb and route == "AOTIModelPackageLoader":
+                _backtrace([sys.executable, "-c", CHILD, *argv], env)
+
+
+def _backtrace(cmd: list[str], env: dict[str, str]) -> None:
+    """Run ``cmd`` under cuda-gdb in batch mode; print the backtrace of every thread and
+    the shared libraries loaded (the machine has no gdb; cuda-gdb also debugs host code)."""
+    steps = ["set pagination off", "run", "bt 40", "info registers rip", "x/8i $pc - 16"]
+    gdb = ["cuda-gdb", "-batch", *[a for s in steps for a in ("-ex", s)], "--args", *cmd]
+    proc = subprocess.run(gdb, capture_output=True, text=True, env=env, timeout=600)
+    text = proc.stdout[max(0, proc.stdout.find("received signal")) :]
+    print(json.dumps({"gdb_rc": proc.returncode, "stdout": text[:16000],
+                      "stderr": proc.stderr[-2000:]}), flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":
