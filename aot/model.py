@@ -45,12 +45,15 @@ from __future__ import annotations
 import copy
 import hashlib
 import importlib.util
+import io
 import itertools
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +64,7 @@ from loader.args import TORCH_NAMES, element_type
 from loader.model import concrete, leading, load_artifact, pad_zeros
 
 from .cache import CompileCache, key_of
+from .elf import needed_libraries
 from .errors import BuildError
 from .progress import Progress
 
@@ -269,7 +273,10 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
     artifacts: list[mf.ModelArtifacts] = []
     weights_spec: tuple[mf.ModelWeight, ...] | None = None
     single_output = True
-    report = [f"## Model `{mr.name}` ({mr.source_text}, {mr.dtype}, mode {mr.mode})", ""]
+    backend = f"backend {mr.backend}" + (f", C++ compiler {aoti_compiler(mr)}"
+                                         if mr.backend == "aoti" else "")  # fmt: skip
+    report = [f"## Model `{mr.name}` ({mr.source_text}, {mr.dtype}, mode {mr.mode}, {backend})",
+              ""]  # fmt: skip
     grid = mr.bucket_grid
     bar = Progress(len(grid) * len(places), f"model {mr.name}", enabled=opts.progress)
     for place in places:
@@ -406,7 +413,7 @@ def bucket_key(
         "padded_from": pad_sizes(mr, sizes), "pad": list(mr.pad),
         "outputs": [list(o) for o in mr.outputs], "mode": mr.mode,
         "options": dict(mr.options), "tolerance": mr.tolerance, "seed": mr.seed,
-        "backend": mr.backend,
+        "backend": mr.backend, "cxx": aoti_compiler(mr) if mr.backend == "aoti" else None,
         "bucket": list(bucket), "device": place.device.split(":")[0],
         "device_name": place.name, "cc": list(place.cc) if place.cc else None,
         "torch": torch_version, "triton": _version("triton"),
@@ -576,7 +583,7 @@ def _compile_bucket(
 
         with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
             if mr.backend == "aoti":
-                data = _aoti_package(torch, ep, patches, tmp, where)
+                data = _aoti_package(torch, ep, patches, aoti_compiler(mr), tmp, where)
                 first_bytes = len(data)
                 compile_s = time.perf_counter() - t0
             else:
@@ -608,16 +615,55 @@ def _compile_bucket(
     return data, metrics, tuple(records), single
 
 
-def _aoti_package(torch: Any, ep: Any, patches: Mapping[str, Any], tmp: str, where: str) -> bytes:
+def aoti_compiler(mr: ModelRecipe) -> str:
+    """The C++ compiler of an AOTInductor package: ``[model].options."cpp.cxx"`` if set,
+    else the ``g++`` on PATH (Inductor's own default is ``$CXX``, which on the H200 image
+    is a g++ that links the C++ runtime statically; see ``_aoti_package``)."""
+    chosen = mr.options.get("cpp.cxx")
+    if chosen is not None:
+        return str(chosen)
+    return shutil.which("g++") or "g++"
+
+
+def _aoti_package(
+    torch: Any, ep: Any, patches: Mapping[str, Any], cxx: str, tmp: str, where: str
+) -> bytes:
     """An AOTInductor package of the exported program, without its weights (bound at load
     from the service's module, as for the other backend)."""
     path = os.path.join(tmp, "model.pt2")
-    configs = {**patches, "aot_inductor.package_constants_in_so": False}
+    configs = {**patches, "aot_inductor.package_constants_in_so": False, "cpp.cxx": cxx}
     try:
         torch._inductor.aoti_compile_and_package(ep, package_path=path, inductor_configs=configs)
     except Exception as exc:
         raise BuildError(f"[model] at {where}: AOTInductor failed: {exc}") from exc
-    return Path(path).read_bytes()
+    data = Path(path).read_bytes()
+    _check_cxx_runtime(data, cxx, where)
+    return data
+
+
+def _check_cxx_runtime(package: bytes, cxx: str, where: str) -> None:
+    """Refuse a package whose shared library carries its own copy of the C++ runtime: loaded
+    into a PyTorch process, which has libstdc++.so.6 already, the two copies mix and the
+    load crashes (seen on the H200 image: a segfault in std::regex, in AOTInductor's
+    parse_device_str, when $CXX linked libstdc++ statically). Checked before the build
+    loads it, so the build stops with this message instead of that crash."""
+    with zipfile.ZipFile(io.BytesIO(package)) as z:
+        for name in z.namelist():
+            if not name.endswith(".so"):
+                continue
+            try:
+                needed = needed_libraries(z.read(name))
+            except ValueError as exc:
+                raise BuildError(f"[model] at {where}: AOTInductor wrote an unreadable "
+                                 f"library {name}: {exc}") from exc  # fmt: skip
+            if not any(n.startswith("libstdc++.so") for n in needed):
+                raise BuildError(
+                    f"[model] at {where}: the AOTInductor library built by {cxx} does not "
+                    f"load the shared C++ runtime (it needs only {', '.join(needed)}): that "
+                    "compiler links libstdc++ statically, and such a library crashes when a "
+                    'PyTorch process loads it. Set [model].options."cpp.cxx" to a g++ '
+                    'that links it dynamically, e.g. "/usr/bin/g++"'
+                )
 
 
 def _serialize(art: Any, tmp: str) -> bytes:
