@@ -53,7 +53,7 @@ def main() -> None:
 
         def load(b: object) -> float:
             s = time.perf_counter()
-            b.artifact = runner._load(b.entry)  # type: ignore[attr-defined]
+            b.run = runner._load(b.entry)  # type: ignore[attr-defined]
             return time.perf_counter() - s
 
         with ThreadPoolExecutor(args.threads) as pool:
@@ -66,11 +66,11 @@ def main() -> None:
                 import pstats
 
                 prof = cProfile.Profile()
-                b.artifact = prof.runcall(runner._load, b.entry)
+                b.run = prof.runcall(runner._load, b.entry)
                 with open(args.profile, "w") as f:
                     pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
             else:
-                b.artifact = runner._load(b.entry)
+                b.run = runner._load(b.entry)
             loads.append(time.perf_counter() - s)
     t_loads = time.perf_counter() - t
     captures = []

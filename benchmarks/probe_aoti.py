@@ -20,6 +20,7 @@ itself; the JSON says whether it was imported anyway.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -104,6 +105,18 @@ def main() -> None:
     p.add_argument("--out", type=Path, help="keep the packages here (default: a temp dir)")
     p.add_argument("--gdb", action="store_true", help="also load under cuda-gdb: a backtrace")
     p.add_argument("--cxx", help="the C++ compiler AOTInductor uses (Inductor's cpp.cxx)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an Inductor setting for the compile (a Python literal value)",
+    )
+    p.add_argument(
+        "--time-cxx",
+        action="store_true",
+        help="print each C++ compiler command's duration (where the time goes)",
+    )
     p.add_argument("--load", type=Path, help="a package built earlier: load it, compile nothing")
     args = p.parse_args()
 
@@ -120,6 +133,11 @@ def main() -> None:
     configs: dict[str, object] = {"aot_inductor.package_constants_in_so": False}
     if args.cxx:
         configs["cpp.cxx"] = args.cxx
+    for item in args.option:
+        key, _, value = item.partition("=")
+        configs[key] = ast.literal_eval(value)
+    if args.time_cxx:
+        _time_compiler_commands()
     if args.mode == "max-autotune":
         configs.update({"max_autotune": True, "coordinate_descent_tuning": True,
                         "max_autotune_prune_choices_based_on_shared_mem": True})  # fmt: skip
@@ -153,6 +171,25 @@ def main() -> None:
                                   "stderr": proc.stderr[-3000:]}), flush=True)  # fmt: skip
             if args.gdb and route == "AOTIModelPackageLoader":
                 _backtrace([sys.executable, "-c", CHILD, *argv], env)
+
+
+def _time_compiler_commands() -> None:
+    """Wrap Inductor's C++ compiler runner: one JSON line per command, with its seconds."""
+    from torch._inductor import cpp_builder
+
+    real = cpp_builder.run_compile_cmd
+
+    def timed(cmd_line: str, cwd: str) -> None:
+        t = time.perf_counter()
+        try:
+            real(cmd_line, cwd)
+        finally:
+            words = cmd_line.split()
+            out = words[words.index("-o") + 1] if "-o" in words else ""
+            print(json.dumps({"cxx_s": round(time.perf_counter() - t, 2), "output": out,
+                              "compile_only": " -c " in cmd_line}), flush=True)  # fmt: skip
+
+    cpp_builder.run_compile_cmd = timed
 
 
 def _backtrace(cmd: list[str], env: dict[str, str]) -> None:

@@ -369,10 +369,10 @@ def load_artifact(
                 raise BundleError(f"the package wants constants the manifest does not list: "
                                   f"{unknown[:5]}")  # fmt: skip
             constants = {n: by_name[n] for n in wanted}
-            try:  # (map, use_inactive, check_full_update, user_managed[, allow_h2d_copy])
-                runner.load_constants(constants, False, True, True, False)
-            except TypeError:  # older torch: no allow_h2d_copy
-                runner.load_constants(constants, False, True, True)
+            # (map, use_inactive, check_full_update, user_managed): the module's tensors,
+            # used in place. (A call pybind refuses formats every tensor into its message,
+            # a sixth of a second for the layer: so no try-and-fall-back here.)
+            runner.load_constants(constants, False, True, True)
             return lambda *xs: list(runner.run(list(xs)))
         art = torch._inductor.CompiledArtifact.load(path=path, format="binary")
         lifted = list(weights)
