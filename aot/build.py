@@ -69,6 +69,8 @@ class BuildResult:
     tuning: TuneStats | None = None
     db: Path | None = None
     shard: dict[str, Any] | None = None  # the partial bundle's slice; None for a full build
+    model_buckets: int = 0  # [model] buckets packed (over every target)
+    model_cached: int = 0  # of which taken from the compile cache
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -159,6 +161,7 @@ def build(
     if shard is not None:
         manifest = dataclasses.replace(manifest, build={**manifest.build, "shard": shard})
     model_report: list[str] = []
+    model_counts = (0, 0)
     if recipe.model is not None:
         mo = model or ModelOptions()
         if mo.cache is None:
@@ -171,6 +174,7 @@ def build(
         manifest = dataclasses.replace(manifest, model=mb.spec, provenance=provenance)
         payloads = {**payloads, **mb.payloads}
         model_report = mb.report
+        model_counts = (sum(len(a.buckets) for a in mb.spec.artifacts), mb.cached)
     data = encode_bundle(manifest, payloads)
     report_path = out.with_suffix(".report.md")
     text, images = report.render(
@@ -197,4 +201,6 @@ def build(
         tuning=stats,
         db=db_path if db_path.exists() else None,
         shard=shard,
+        model_buckets=model_counts[0],
+        model_cached=model_counts[1],
     )

@@ -176,13 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             if r.tuning is not None:
                 print(_tuning_line(r.tuning))
             decided = ", ".join(f"{n} {how}" for how, n in r.decided.items() if n)
-            print(
-                f"wrote {r.bundle} ({r.size / 1024:.1f} KiB, sha256 {r.sha256[:16]}…) in "
-                f"{r.seconds:.1f}s: {r.compiled} compiled, {r.cached} from cache, "
-                f"{r.failed} failed (of {r.plan_size} possible variants)\n"
-                f"buckets: {decided}\n"
-                f"report: {r.report}" + (f"\ntuning database: {r.db}" if r.db else "")
-            )
+            lines = [f"wrote {r.bundle} ({r.size / 1024:.1f} KiB, sha256 {r.sha256[:16]}…) in "
+                     f"{r.seconds:.1f}s"]  # fmt: skip
+            if r.plan_size:
+                lines[0] += (f": {r.compiled} compiled, {r.cached} from cache, {r.failed} "
+                             f"failed (of {r.plan_size} possible variants)")  # fmt: skip
+                lines.append(f"buckets: {decided}")
+            if r.model_buckets:
+                lines.append(f"model: {r.model_buckets} buckets, {r.model_cached} from cache")
+            lines.append(f"report: {r.report}" + (f"\ntuning database: {r.db}" if r.db else ""))
+            print("\n".join(lines))
             if r.shard is not None:
                 from loader.manifest import describe_shard
 

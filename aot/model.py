@@ -197,9 +197,15 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
     if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
         v.fail(f"{w}.tolerance", f"{tol!r} must be a number between 0 and 1")
     seed = v.int_value(raw.get("seed", 0), f"{w}.seed", minimum=0)
-    backend = raw.get("backend", "inductor")
+    backend = raw.get("backend", "aoti")
     if backend not in mf.MODEL_BACKENDS:
         v.fail(f"{w}.backend", f"{backend!r}: use one of {', '.join(mf.MODEL_BACKENDS)}")
+    if backend == "inductor" and mode == "max-autotune":
+        v.fail(f"{w}.backend", '"inductor" with mode "max-autotune": such artifacts tune '
+               "their kernels again at the first call in every new process (on the H200, 22 "
+               "autotuning runs for a two-layer test model), so serving would not start "
+               'tuned. Use backend = "aoti" (the default; its library holds the chosen '
+               'configurations), or mode = "default"')  # fmt: skip
     return ModelRecipe(
         name=name,
         source=source,
@@ -249,6 +255,7 @@ class ModelBuild:
     payloads: dict[str, bytes]
     report: list[str] = field(default_factory=list)
     source_sha256: str = ""
+    cached: int = 0  # buckets taken from the compile cache
 
 
 def entry_name(target: str, dims: Sequence[str], bucket: Sequence[int]) -> str:
@@ -273,6 +280,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
     artifacts: list[mf.ModelArtifacts] = []
     weights_spec: tuple[mf.ModelWeight, ...] | None = None
     single_output = True
+    cached = 0
     backend = f"backend {mr.backend}" + (f", C++ compiler {aoti_compiler(mr)}"
                                          if mr.backend == "aoti" else "")  # fmt: skip
     report = [f"## Model `{mr.name}` ({mr.source_text}, {mr.dtype}, mode {mr.mode}, {backend})",
@@ -291,6 +299,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
             hit = _cached(cache, key)
             if hit is not None:
                 data, metrics, wspec, single = hit
+                cached += 1
             else:
                 if model is None:
                     model, reference = _instantiate(mr, factory, place)
@@ -343,7 +352,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
         artifacts=tuple(artifacts),
     )
     sha = hashlib.sha256(mr.source.read_bytes()).hexdigest()
-    return ModelBuild(spec, payloads, report, sha)
+    return ModelBuild(spec, payloads, report, sha, cached)
 
 
 _Compiled = tuple[bytes, dict[str, Any], tuple[mf.ModelWeight, ...], bool]

@@ -260,9 +260,12 @@ def test_buckets_come_from_the_cache_until_the_model_changes(tmp_path: Path) -> 
     (src / "tiny.toml").write_text((DATA / "tiny.toml").read_text())
     env = env_for(tmp_path / "cache")
 
+    cached: list[tuple[int, int]] = []  # (buckets, from cache) of each build
+
     def built(name: str) -> tuple[str, dict[str, bytes]]:
         out = tmp_path / f"{name}.aotc"
-        build(src / "tiny.toml", out, env, src, model=ModelOptions(device="cpu"))
+        r = build(src / "tiny.toml", out, env, src, model=ModelOptions(device="cpu"))
+        cached.append((r.model_buckets, r.model_cached))
         with BundleFile(out) as f:
             payloads = {n: f.read_entry(n) for n in f.entries}
         return out.with_suffix(".report.md").read_text(), payloads
@@ -271,6 +274,7 @@ def test_buckets_come_from_the_cache_until_the_model_changes(tmp_path: Path) -> 
     assert "| cached |" not in report1
     report2, second = built("second")
     assert report2.count("| cached |") == 4 and second == first
+    assert cached == [(4, 0), (4, 4)]
     # a damaged entry is a miss: that bucket alone is compiled again
     records = sorted((tmp_path / "cache").rglob("*.json"))
     assert len(records) == 4
@@ -306,10 +310,33 @@ def aoti_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     text = (DATA / "tiny.toml").read_text().replace("batch = [1, 2], seq = [8, 16]",
                                                     "batch = [2], seq = [16]")  # fmt: skip
     (tmp / "tiny.py").write_text((DATA / "tiny.py").read_text())
-    (tmp / "tiny.toml").write_text(text + 'backend = "aoti"\n')
+    (tmp / "tiny.toml").write_text(text.replace('backend = "inductor"', 'backend = "aoti"'))
     out = tmp / "tiny.aotc"
     build(tmp / "tiny.toml", out, env_for(tmp / "cache"), tmp, model=ModelOptions(device="cpu"))
     return out
+
+
+def test_aoti_package_with_a_static_cxx_runtime_is_refused(tmp_path: Path) -> None:
+    """A compiler that links libstdc++ into the package's library (as the H200 image's $CXX
+    does) yields a library that crashes when a PyTorch process loads it: the build says so,
+    names the fix, and writes nothing."""
+    cxx = tmp_path / "static-gxx"
+    cxx.write_text('#!/bin/sh\ncase " $* " in *" -shared "*) exec g++ "$@" -static-libstdc++;; '
+                   'esac\nexec g++ "$@"\n')  # fmt: skip
+    cxx.chmod(0o755)
+    text = (DATA / "tiny.toml").read_text().replace("batch = [1, 2], seq = [8, 16]",
+                                                    "batch = [2], seq = [16]")  # fmt: skip
+    text = text.replace('backend = "inductor"', 'backend = "aoti"')
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (tmp_path / "r.toml").write_text(text + f'options = {{ "cpp.cxx" = "{cxx}" }}\n')
+    with pytest.raises(
+        BuildError,
+        match=r"(?s)the AOTInductor library built by .*static-gxx "
+        r"does not load the shared C\+\+ runtime.*\[model\].options.\"cpp.cxx\"",
+    ):
+        build(tmp_path / "r.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
+              model=ModelOptions(device="cpu"))  # fmt: skip
+    assert not (tmp_path / "x.aotc").exists()
 
 
 def test_aoti_backend_matches_eager_and_loads_no_compiler(

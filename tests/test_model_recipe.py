@@ -77,9 +77,15 @@ CASES = [
     ),
     (
         "backend",
-        'mode = "default"',
-        'mode = "default"\nbackend = "tensorrt"',
+        'backend = "inductor"',
+        'backend = "tensorrt"',
         ["[model].backend: 'tensorrt': use one of inductor, aoti"],
+    ),
+    (
+        "inductor backend at max-autotune",
+        'mode = "default"',
+        'mode = "max-autotune"',
+        ['[model].backend: "inductor" with mode "max-autotune"', 'backend = "aoti"'],
     ),
     (
         "tolerance",
@@ -179,4 +185,5 @@ def test_model_manifest_round_trips() -> None:
 def test_example_layer_recipe_parses() -> None:
     r = load(Path(__file__).resolve().parents[1] / "recipes" / "layer.toml")
     assert r.model is not None and r.model.mode == "max-autotune"
+    assert r.model.backend == "aoti"  # the default: the only backend that serves tuned
     assert len(r.model.bucket_grid) == 12 and r.model.pad == ("batch", "seq")
