@@ -3,20 +3,22 @@
 Mechanism, and why. For each bucket (one upper bound per symbolic dimension) the module is
 traced by ``torch.export.export`` at the bucket's shapes; its ``graph_module`` takes the
 parameters and buffers as leading inputs ("lifted"), in the export graph signature's
-order, then the user inputs. That graph is compiled by
-``torch._inductor.standalone_compile(gm, [*weights, *inputs],
-dynamic_shapes="from_example_inputs", options={"config_patches": ...})`` (the recipe's
-``mode`` picks the patches; ``max-autotune`` means Inductor's
-``max-autotune-no-cudagraphs`` options, because the loader captures its own CUDA graph),
-saved with ``CompiledArtifact.save(format="binary")`` and packed as one bundle entry per
-bucket. The artifact holds the generated code and, on a GPU, the compiled Triton kernels,
-but no weights: the loader binds the service's own module's tensors at load.
+order, then the user inputs. The recipe's ``backend`` compiles it, with the patches of its
+``mode`` (``max-autotune`` means Inductor's ``max-autotune-no-cudagraphs`` options,
+because the loader captures its own CUDA graph):
 
-Why this path: on the H200 (torch 2.11, benchmarks/probe_inductor_artifact.py) such an
-artifact loaded in a fresh process with empty caches with zero Triton compilations and zero
-Inductor code generation, matched eager within 7.7e-4 (fp16) and ran inside a CUDA graph.
-``make_fx`` graphs (weights inside) failed at load with an IndexError. AOTInductor's
-``_load_aoti`` segfaulted on that image in an earlier session and was not probed again.
+- ``aoti`` (the default): ``torch._inductor.aoti_compile_and_package``, weights left out of
+  the package (``aot_inductor.package_constants_in_so`` off), one .pt2 per bucket. The
+  loader opens it with torch's C++ runtime and imports none of the compiler stack, and the
+  kernels' configurations are fixed in the library: on the H200 a fresh process served the
+  layer with zero compilations and zero autotuning. Its C++ is built with the ``g++`` on
+  PATH, not ``$CXX``, and a library with its own static C++ runtime is refused
+  (``_check_cxx_runtime``: such a library segfaulted at load on the H200 image).
+- ``inductor``: ``torch._inductor.standalone_compile(gm, [*weights, *inputs],
+  dynamic_shapes="from_example_inputs", ...)``, saved with ``CompiledArtifact.save``. It
+  loads with zero Triton compilations and zero Inductor code generation, but imports the
+  compiler stack, and at max-autotune its pointwise kernels tune again at their first call
+  in every process, so the recipe allows it at mode ``default`` only.
 
 Weights never enter the bundle: ``torch.export`` lifts them into the graph signature,
 whose names (``named_parameters``/``named_buffers`` names), shapes, strides and dtypes the
@@ -28,14 +30,8 @@ Each bucket is verified against eager PyTorch run in float64 (a copy of the same
 upcast) at the bucket's bound and, when the bucket pads a dimension, at a smaller size
 padded up to the bucket: padding along a sequence dimension only preserves the outputs
 when no real position reads a padded one (causal attention, padding at the end), and the
-build checks that rather than trusting the recipe.
-
-``backend = "aoti"`` compiles the same exported program with
-``torch._inductor.aoti_compile_and_package`` instead (weights left out of the package:
-``aot_inductor.package_constants_in_so`` off), one .pt2 per bucket; the loader opens it
-with torch's C++ runtime and imports none of the compiler stack. Either way each bucket is
-verified through ``loader.model.load_artifact``, the loader's own code, on the bytes that
-ship.
+build checks that rather than trusting the recipe. Both checks run the bytes that ship,
+loaded by ``loader.model.load_artifact``, the loader's own code.
 
 The recipe table (``[model]``) is parsed here too, without importing torch.
 """
@@ -203,7 +199,7 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
     if backend == "inductor" and mode == "max-autotune":
         v.fail(f"{w}.backend", '"inductor" with mode "max-autotune": such artifacts tune '
                "their kernels again at the first call in every new process (on the H200, 22 "
-               "autotuning runs for a two-layer test model), so serving would not start "
+               "autotuning runs for the tiny test model), so serving would not start "
                'tuned. Use backend = "aoti" (the default; its library holds the chosen '
                'configurations), or mode = "default"')  # fmt: skip
     return ModelRecipe(
