@@ -54,6 +54,13 @@ def _parser() -> argparse.ArgumentParser:
         "cpu = a CPU-only bundle (tests, prototyping)",
     )
     build.add_argument(
+        "--model-workers",
+        type=int,
+        metavar="N",
+        help="processes compiling a [model]'s buckets at once (default: one per local GPU "
+        "of the target's kind, each on its own GPU; 1 with --model-device cpu)",
+    )
+    build.add_argument(
         "--db",
         type=Path,
         help="tuning database to read and extend "
@@ -171,7 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sl = Slice.parse(args.shard, args.targets)
             from .model import ModelOptions
 
-            mo = ModelOptions(device=args.model_device)
+            if args.model_workers is not None and args.model_workers < 1:
+                raise UsageError(f"--model-workers {args.model_workers}: give 1 or more")
+            mo = ModelOptions(device=args.model_device, workers=args.model_workers)
             r = build(args.recipe, args.output, env, Path.cwd(), opts, sl, model=mo)
             if r.tuning is not None:
                 print(_tuning_line(r.tuning))

@@ -235,6 +235,9 @@ class ModelOptions:
     gpus: list[GpuInfo] | None = None  # None: ask the driver
     cache: CompileCache | None = None  # verified bucket artifacts by content; None: none
     progress: bool = False
+    # Processes compiling buckets at once (aot/model_pool.py); None: one per local GPU of
+    # the target's kind (autotuning needs a GPU to itself, so never more), one on the CPU.
+    workers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ class _Place:
     device: str  # torch device string: "cpu", "cuda:0"
     name: str
     cc: tuple[int, int] | None
+    devices: tuple[str, ...] = ()  # every local device of this kind, for worker processes
 
 
 @dataclass
@@ -289,22 +293,30 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
         report += [f"### {place.target} ({place.name})", "",
                    "| bucket | compile s | bytes | rel err | padded from | rel err padded |",
                    "|---|---|---|---|---|---|"]  # fmt: skip
+        keys = {b: bucket_key(mr, sources, place, b, str(torch.__version__)) for b in grid}
+        missing = [b for b in grid if _cached(cache, keys[b]) is None]
+        devices = _worker_devices(opts, place, len(missing), cache)
+        if len(devices) > 1:  # the workers fill the cache; the loop below packs from it
+            from .model_pool import compile_in_workers
+
+            compile_in_workers(recipe.path, place, devices, missing, keys, cache,
+                               lambda b: bar.advance(where_of(mr, b)))  # fmt: skip
+        fresh = set(missing) if len(devices) > 1 else set()
         for bucket in grid:
-            where = ", ".join(f"{d}={b}" for d, b in zip(mr.dims, bucket, strict=True))
-            key = bucket_key(mr, sources, place, bucket, str(torch.__version__))
+            where = where_of(mr, bucket)
+            key = keys[bucket]
             hit = _cached(cache, key)
             if hit is not None:
                 data, metrics, wspec, single = hit
-                cached += 1
+                cached += bucket not in fresh
             else:
                 if model is None:
                     model, reference = _instantiate(mr, factory, place)
-                data, metrics, wspec, single = _compile_bucket(
-                    mr, model, reference, place, bucket, where
+                data, metrics, wspec, single = compile_to_cache(
+                    mr, model, reference, place, bucket, cache, key
                 )
-                cache.put(key, {"ok": True, "metrics": metrics, "single_output": single,
-                                "weights": [w.to_json() for w in wspec]}, data)  # fmt: skip
-            bar.advance(where + (" (cached)" if hit is not None else ""))
+            if bucket not in fresh:
+                bar.advance(where + (" (cached)" if hit is not None else ""))
             if weights_spec is None:
                 weights_spec, single_output = wspec, single
             elif wspec != weights_spec:
@@ -314,7 +326,9 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
             entry = entry_name(place.target, mr.dims, bucket)
             payloads[entry] = data
             buckets.append(mf.ModelBucket(bucket, entry, metrics))
-            compile_s = "cached" if hit is not None else f"{metrics['compile_s']:.1f}"
+            compile_s = f"{metrics['compile_s']:.1f}"
+            if hit is not None and bucket not in fresh:
+                compile_s = "cached"
             report.append(
                 f"| {where} | {compile_s} | {len(data)} | "
                 f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "
@@ -352,6 +366,36 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
 
 
 _Compiled = tuple[bytes, dict[str, Any], tuple[mf.ModelWeight, ...], bool]
+
+
+def where_of(mr: ModelRecipe, bucket: Sequence[int]) -> str:
+    """A bucket as the report and errors name it: ``batch=1, seq=128``."""
+    return ", ".join(f"{d}={b}" for d, b in zip(mr.dims, bucket, strict=True))
+
+
+def compile_to_cache(
+    mr: ModelRecipe, model: Any, reference: Any, place: _Place, bucket: tuple[int, ...],
+    cache: CompileCache, key: str,
+) -> _Compiled:  # fmt: skip
+    """Compile and verify one bucket, and store it in ``cache`` under ``key``."""
+    data, metrics, wspec, single = _compile_bucket(
+        mr, model, reference, place, bucket, where_of(mr, bucket)
+    )
+    cache.put(key, {"ok": True, "metrics": metrics, "single_output": single,
+                    "weights": [w.to_json() for w in wspec]}, data)  # fmt: skip
+    return data, metrics, wspec, single
+
+
+def _worker_devices(
+    opts: ModelOptions, place: _Place, missing: int, cache: CompileCache
+) -> list[str]:
+    """The devices of the worker processes for ``missing`` buckets: one per local device of
+    the place's kind, at most ``opts.workers`` and ``missing``; no workers (one device)
+    without a cache directory, through which workers hand their buckets back."""
+    n = min(len(place.devices), missing, opts.workers or len(place.devices))
+    if cache.root is None or n < 2:
+        return [place.device]
+    return list(place.devices[:n])
 
 
 def _cached(cache: CompileCache, key: str) -> _Compiled | None:
@@ -444,15 +488,18 @@ def _places(recipe: Any, opts: ModelOptions) -> list[_Place]:
     if opts.device == "cpu":
         import platform
 
-        return [_Place("cpu", "cpu", platform.processor() or platform.machine(), None)]
+        name = platform.processor() or platform.machine()
+        return [_Place("cpu", "cpu", name, None, ("cpu",) * max(1, opts.workers or 1))]
     from .tune.gpu import detect, matches
 
     gpus = detect() if opts.gpus is None else opts.gpus
     places = []
     for target in recipe.targets:
-        gpu = next((g for g in gpus if matches(target, g)), None)
-        if gpu is not None:
-            places.append(_Place(target.name, f"cuda:{gpu.ordinal}", gpu.name, gpu.cc))
+        mine = [g for g in gpus if matches(target, g)]
+        if mine:
+            gpu = mine[0]
+            devices = tuple(f"cuda:{g.ordinal}" for g in mine if g.cc == gpu.cc)
+            places.append(_Place(target.name, f"cuda:{gpu.ordinal}", gpu.name, gpu.cc, devices))
     if not places:
         have = ", ".join(f"{g.name} ({g.arch})" for g in gpus) or "no GPU"
         want = ", ".join(t.name for t in recipe.targets)

@@ -244,6 +244,45 @@ def test_unsafe_padding_is_caught_at_build(tmp_path: Path) -> None:
     assert not (tmp_path / "x.aotc").exists()
 
 
+def test_workers_build_every_bucket(tmp_path: Path) -> None:
+    """Two worker processes build the four buckets into the cache; the build packs them
+    from there, reports their compile times (not "cached"), and the bundle serves."""
+    out = tmp_path / "tiny.aotc"
+    r = build(DATA / "tiny.toml", out, env_for(tmp_path / "c"), tmp_path,
+              model=ModelOptions(device="cpu", workers=2))  # fmt: skip
+    assert (r.model_buckets, r.model_cached) == (4, 0)
+    report = out.with_suffix(".report.md").read_text()
+    assert "| cached |" not in report and report.count("| batch=") == 4
+    m = _module()
+    runner = load_model(out, m)
+    for b, t in SIZES:
+        x = torch.randn(b, t, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
+    again = build(DATA / "tiny.toml", tmp_path / "again.aotc", env_for(tmp_path / "c"),
+                  tmp_path, model=ModelOptions(device="cpu", workers=2))  # fmt: skip
+    assert (again.model_buckets, again.model_cached) == (4, 4)
+
+
+def test_a_failing_worker_fails_the_build(tmp_path: Path) -> None:
+    text = (DATA / "tiny.toml").read_text()
+    text = text.replace("ffn = 64 }", "ffn = 64, causal = false }")
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (tmp_path / "r.toml").write_text(text)
+    with pytest.raises(BuildError, match=r"\[model\].pad: at .* padded up to batch=\d, seq=\d+"):
+        build(tmp_path / "r.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
+              model=ModelOptions(device="cpu", workers=2))  # fmt: skip
+    assert not (tmp_path / "x.aotc").exists()
+
+
+def test_deal_balances_the_work() -> None:
+    from aot.model_pool import deal
+
+    shares = deal([(1, 128), (4, 128), (16, 2048), (32, 2048), (1, 2048)], 2)
+    assert shares == [[(32, 2048)], [(16, 2048), (1, 2048), (4, 128), (1, 128)]]
+    assert deal([(1, 8)], 3) == [[(1, 8)]]
+
+
 def test_model_build_needs_a_gpu_unless_cpu(tmp_path: Path) -> None:
     with pytest.raises(BuildError, match=r"needs a GPU of a target's kind.*--model-device cpu"):
         build(DATA / "tiny.toml", tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
