@@ -16,8 +16,10 @@ that fails stops the others; its error becomes the build's.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -72,7 +74,7 @@ def compile_in_workers(
                 local = "cuda:0"
             job = {"recipe": str(recipe_path), "target": place.target, "device": local,
                    "name": place.name, "cc": place.cc, "cache": str(cache.root.parent),
-                   "buckets": share}  # fmt: skip
+                   "buckets": share, "parent": os.getpid()}  # fmt: skip
             log: IO[bytes] = stack.enter_context(tempfile.TemporaryFile())
             cmd = [sys.executable, "-m", "aot.model_pool", json.dumps(job)]
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -111,9 +113,23 @@ def _failure(rc: int, log: IO[bytes], device: str) -> str:
     return f"[model] the worker compiling on {device} exited with status {rc}:\n{tail}"
 
 
+def _die_with_parent(parent: int) -> None:
+    """Linux: this worker gets SIGTERM when the build process dies, whatever kills it (a
+    time limit's signal to the build alone would otherwise leave it tuning on the GPU). If
+    the build died before this ran, the worker's parent is already another process: exit."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        sys.exit(3)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """One worker: compile its share of buckets into the cache."""
     job = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    _die_with_parent(job["parent"])
     from . import model as m
     from .recipe import load
 

@@ -275,6 +275,51 @@ def test_a_failing_worker_fails_the_build(tmp_path: Path) -> None:
     assert not (tmp_path / "x.aotc").exists()
 
 
+def _children(pid: int) -> list[int]:
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_workers_die_with_the_build(tmp_path: Path) -> None:
+    """A build killed outright (SIGKILL: no clean-up runs) takes its workers with it. Here
+    the workers would otherwise live two minutes: the factory sleeps."""
+    import signal
+    import time
+
+    slow = "\nimport time\n_made = make_layer\n\n\ndef make_layer(**kw):\n" \
+           "    time.sleep(120)\n    return _made(**kw)\n"  # fmt: skip
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text() + slow)
+    (tmp_path / "tiny.toml").write_text((DATA / "tiny.toml").read_text())
+    env = {**os.environ, "AOTC_CACHE_DIR": str(tmp_path / "c")}
+    cmd = [sys.executable, "-m", "aot.cli", "build", str(tmp_path / "tiny.toml"), "-o",
+           str(tmp_path / "x.aotc"), "--model-device", "cpu", "--model-workers", "2"]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+            assert proc.poll() is None, "the build ended before its workers started"
+            time.sleep(0.05)
+        assert len(workers) == 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [w for w in workers if Path(f"/proc/{w}").exists()
+             and "Z" not in Path(f"/proc/{w}/stat").read_text().rsplit(")", 1)[1][:3]]  # fmt: skip
+    assert alive == []
+
+
 def test_deal_balances_the_work() -> None:
     from aot.model_pool import deal
 
