@@ -165,12 +165,8 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
         if d not in used:
             v.fail(f"{w}.buckets.{d}", "no input uses this dimension; remove it")
 
-    pad_raw = raw.get("pad", [])
-    if not isinstance(pad_raw, list) or not all(isinstance(p, str) for p in pad_raw):
-        v.fail(f"{w}.pad", 'must be a list of dimension names, e.g. ["batch"]')
-    for p in pad_raw:
-        if p not in dims:
-            v.fail(f"{w}.pad", f"{p!r} is not a dimension; choose from {list(dims)}")
+    pad_raw = v.choices(raw.get("pad", []), f"{w}.pad", dims, "dimension names", "a dimension",
+                        '["batch"]')  # fmt: skip
     if len(set(pad_raw)) != len(pad_raw):
         v.fail(f"{w}.pad", "lists a dimension twice")
 

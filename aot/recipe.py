@@ -11,7 +11,7 @@ import difflib
 import hashlib
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -254,6 +254,18 @@ class _Validator:
                 "and . _ + -",
             )
         return value
+
+    def choices(
+        self, raw: Any, key: str, allowed: Sequence[str], names: str, one: str, example: str
+    ) -> list[str]:
+        """A list of strings, each one of ``allowed``: ``names`` says what the list holds
+        ("dimension names"), ``one`` what each must be ("a dimension")."""
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            self.fail(key, f"must be a list of {names}, e.g. {example}")
+        for x in raw:
+            if x not in allowed:
+                self.fail(key, f"{x!r} is not {one}; choose from {list(allowed)}")
+        return raw
 
     def bounds(self, raw: Any, key: str) -> tuple[int, ...]:
         """A list of bucket upper bounds: positive and strictly increasing."""
@@ -531,12 +543,8 @@ def _access(
         if len(st) != len(shapes[pname]):
             v.fail(f"{w}.strides.{pname}", f"has {len(st)} entries; shapes.{pname} has "
                    f"{len(shapes[pname])}")  # fmt: skip
-    raw_writes = k.get("writes", [])
-    if not isinstance(raw_writes, list) or not all(isinstance(x, str) for x in raw_writes):
-        v.fail(f"{w}.writes", 'must be a list of pointer arguments, e.g. ["c_ptr"]')
-    for x in raw_writes:
-        if x not in pointers:
-            v.fail(f"{w}.writes", f"{x!r} is not a pointer argument; choose from {pointers}")
+    raw_writes = v.choices(k.get("writes", []), f"{w}.writes", pointers, "pointer arguments",
+                           "a pointer argument", '["c_ptr"]')  # fmt: skip
     return shapes, strides, tuple(raw_writes)
 
 
