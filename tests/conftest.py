@@ -1,13 +1,30 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from aot.env import Environment
+from aot.errors import RecipeError
+from aot.recipe import load
 
 DATA = Path(__file__).parent / "data"
+
+
+def expect_recipe(path: Path, fragments: Sequence[str]) -> None:
+    """``path`` loads when ``fragments`` is empty; otherwise loading it fails with a
+    RecipeError whose message starts with the file's path and holds every fragment."""
+    if not fragments:
+        load(path)
+        return
+    with pytest.raises(RecipeError) as e:
+        load(path)
+    msg = str(e.value)
+    assert msg.startswith(str(path)), msg
+    for f in fragments:
+        assert f in msg, (f, msg)
 
 
 def env_for(cache: Path, jobs: int = 2) -> Environment:
