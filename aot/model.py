@@ -290,7 +290,8 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
                    "| bucket | compile s | bytes | rel err | padded from | rel err padded |",
                    "|---|---|---|---|---|---|"]  # fmt: skip
         keys = {b: bucket_key(mr, sources, place, b, str(torch.__version__)) for b in grid}
-        missing = [b for b in grid if _cached(cache, keys[b]) is None]
+        hits = {b: _cached(cache, keys[b]) for b in grid}
+        missing = [b for b in grid if hits[b] is None]
         devices = _worker_devices(opts, place, len(missing), cache)
         if len(devices) > 1:  # the workers fill the cache; the loop below packs from it
             from .model_pool import compile_in_workers
@@ -300,19 +301,18 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
         fresh = set(missing) if len(devices) > 1 else set()
         for bucket in grid:
             where = where_of(mr, bucket)
-            key = keys[bucket]
-            hit = _cached(cache, key)
-            if hit is not None:
-                data, metrics, wspec, single = hit
-                cached += bucket not in fresh
-            else:
+            got = hits[bucket]
+            if got is None and bucket in fresh:  # a worker's bucket, read back
+                got = _cached(cache, keys[bucket])
+            if got is None:
                 if model is None:
                     model, reference = _instantiate(mr, factory, place)
-                data, metrics, wspec, single = compile_to_cache(
-                    mr, model, reference, place, bucket, cache, key
-                )
+                got = compile_to_cache(mr, model, reference, place, bucket, cache, keys[bucket])
+            data, metrics, wspec, single = got
+            from_cache = hits[bucket] is not None
+            cached += from_cache
             if bucket not in fresh:
-                bar.advance(where + (" (cached)" if hit is not None else ""))
+                bar.advance(where + (" (cached)" if from_cache else ""))
             if weights_spec is None:
                 weights_spec, single_output = wspec, single
             elif wspec != weights_spec:
@@ -322,9 +322,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
             entry = entry_name(place.target, mr.dims, bucket)
             payloads[entry] = data
             buckets.append(mf.ModelBucket(bucket, entry, metrics))
-            compile_s = f"{metrics['compile_s']:.1f}"
-            if hit is not None and bucket not in fresh:
-                compile_s = "cached"
+            compile_s = "cached" if from_cache else f"{metrics['compile_s']:.1f}"
             report.append(
                 f"| {where} | {compile_s} | {len(data)} | "
                 f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "

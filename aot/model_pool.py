@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import json
+import math
 import os
 import signal
 import subprocess
@@ -39,18 +40,11 @@ def deal(buckets: Sequence[tuple[int, ...]], n: int) -> list[list[tuple[int, ...
     the share with the least so far (the cost of a bucket taken as its element count)."""
     shares: list[list[tuple[int, ...]]] = [[] for _ in range(n)]
     load = [0] * n
-    for b in sorted(buckets, key=_size, reverse=True):
+    for b in sorted(buckets, key=math.prod, reverse=True):
         i = load.index(min(load))
         shares[i].append(b)
-        load[i] += _size(b)
+        load[i] += math.prod(b)
     return [s for s in shares if s]
-
-
-def _size(bucket: tuple[int, ...]) -> int:
-    n = 1
-    for x in bucket:
-        n *= x
-    return n
 
 
 def compile_in_workers(
