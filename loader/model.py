@@ -100,8 +100,9 @@ def _open(source: Any) -> tuple[BundleFile, bool]:
 class _Bucket:
     """One bucket: its artifact, loaded at first use, and on CUDA its captured graph."""
 
-    def __init__(self, bounds: tuple[int, ...], entry: str):
+    def __init__(self, bounds: tuple[int, ...], entry: str, dims: Sequence[str]):
         self.bounds = bounds
+        self.full = dict(zip(dims, bounds, strict=True))  # each dimension's size here
         self.entry = entry
         self.lock = threading.Lock()
         self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact)
@@ -131,7 +132,7 @@ class ModelRunner:
         self.copy_outputs = copy_outputs
         self.weights = _bind(spec, module, self.device, torch, file)
         self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
-        self._buckets = [_Bucket(b.bucket, b.entry) for b in self.artifacts.buckets]
+        self._buckets = [_Bucket(b.bucket, b.entry, spec.dims) for b in self.artifacts.buckets]
         # input shapes -> (bucket, sizes, padded): a shape seen before skips the per-
         # dimension checks and the bucket search (dtype and device are still checked)
         self._routes: dict[tuple[Any, ...], tuple[_Bucket, dict[str, int], bool]] = {}
@@ -204,7 +205,7 @@ class ModelRunner:
             return route
         sizes = self.sizes(inputs)  # every check, with its message
         b = self.bucket_for(sizes)
-        padded = sizes != dict(zip(self.spec.dims, b.bounds, strict=True))
+        padded = sizes != b.full
         if len(self._routes) < 4096:
             self._routes[key] = (b, sizes, padded)
         return b, sizes, padded
@@ -218,8 +219,7 @@ class ModelRunner:
             else:
                 args = list(inputs)
                 if padded:
-                    full = dict(zip(self.spec.dims, b.bounds, strict=True))
-                    args = [pad_zeros(self.torch, x, concrete(i.shape, full))
+                    args = [pad_zeros(self.torch, x, concrete(i.shape, b.full))
                             for x, i in zip(args, self.spec.inputs, strict=True)]  # fmt: skip
                 outs = b.run(*args)
                 # fresh tensors every call: copied only to make a padded slice contiguous
@@ -276,9 +276,8 @@ class ModelRunner:
 
     def _capture(self, b: _Bucket) -> None:
         torch = self.torch
-        full = dict(zip(self.spec.dims, b.bounds, strict=True))
         b.inputs = [
-            torch.zeros(concrete(i.shape, full), dtype=dt, device=self.device)
+            torch.zeros(concrete(i.shape, b.full), dtype=dt, device=self.device)
             for i, dt in zip(self.spec.inputs, self._dtypes, strict=True)
         ]  # fmt: skip
         side = torch.cuda.Stream(self.device)
