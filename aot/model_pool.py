@@ -73,17 +73,16 @@ def compile_in_workers(
             cmd = [sys.executable, "-m", "aot.model_pool", json.dumps(job)]
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
             workers.append((proc, log, device))
-        while True:
+        finished = False
+        while not finished:
+            finished = all(p.poll() is not None for p, _, _ in workers)  # then a last look
             for key in [k for k in waiting if cache.has(k)]:
                 done(waiting.pop(key))
             for proc, out, device in workers:
                 if proc.poll():
                     raise BuildError(_failure(proc.returncode, out, device))
-            if all(p.poll() is not None for p, _, _ in workers):
-                break
-            time.sleep(0.2)
-        for key in [k for k in waiting if cache.has(k)]:
-            done(waiting.pop(key))
+            if not finished:
+                time.sleep(0.2)
         if waiting:
             missing = ", ".join(str(b) for b in waiting.values())
             raise BuildError(f"[model] the build's workers ended without buckets {missing}")
