@@ -25,7 +25,7 @@ from .compile import Compiled, CompilePool, compile_variants
 from .env import Environment
 from .errors import BuildError
 from .model import ModelOptions, build_model
-from .pack import encode_bundle, make_manifest
+from .pack import encode_bundle, make_manifest, rel_path
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
 from .select import (
@@ -71,13 +71,6 @@ class BuildResult:
     shard: dict[str, Any] | None = None  # the partial bundle's slice; None for a full build
     model_buckets: int = 0  # [model] buckets packed (over every target)
     model_cached: int = 0  # of which taken from the compile cache
-
-
-def _rel(path: Path, root: Path) -> str:
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.as_posix()
 
 
 def default_output(recipe: Recipe, cwd: Path, sl: Slice | None = None) -> Path:
@@ -167,8 +160,8 @@ def build(
         if mo.cache is None:
             mo = dataclasses.replace(mo, cache=CompileCache(env.cache_dir), progress=env.progress)
         mb = build_model(recipe, mo)
-        sources = {**manifest.provenance.get("sources", {}), _rel(recipe.model.source, recipe.root):
-                   mb.source_sha256}  # fmt: skip
+        model_source = rel_path(recipe.model.source, recipe.root)
+        sources = {**manifest.provenance.get("sources", {}), model_source: mb.source_sha256}
         provenance = {**manifest.provenance, "sources": sources,
                       "torch": mb.spec.artifacts[0].torch if mb.spec.artifacts else ""}  # fmt: skip
         manifest = dataclasses.replace(manifest, model=mb.spec, provenance=provenance)

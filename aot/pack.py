@@ -100,7 +100,7 @@ def _provenance(plan: Plan) -> dict[str, Any]:
     root = plan.recipe.root
     sources = {}
     for kr in plan.recipe.kernels:
-        sources[_rel(kr.source, root)] = plan.sources[kr.name].file_sha256
+        sources[rel_path(kr.source, root)] = plan.sources[kr.name].file_sha256
     return {
         "aotc": __version__,
         "triton": triton.__version__,
@@ -110,7 +110,9 @@ def _provenance(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _rel(path: Path, root: Path) -> str:
+def rel_path(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` as the manifest's provenance writes it (POSIX), or
+    whole when it lies outside."""
     try:
         return path.relative_to(root).as_posix()
     except ValueError:
