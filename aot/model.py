@@ -98,7 +98,7 @@ class ModelRecipe:
     options: Mapping[str, Any]  # extra Inductor config patches, applied over the mode's
     tolerance: float
     seed: int
-    backend: str = "inductor"  # loader.manifest.MODEL_BACKENDS
+    backend: str = "aoti"  # loader.manifest.MODEL_BACKENDS; the recipe's default
 
     @property
     def bucket_grid(self) -> list[tuple[int, ...]]:
