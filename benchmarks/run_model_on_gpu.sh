@@ -4,7 +4,12 @@
 # (layer/…aotc), logs.tar.gz (every log, report and result) and aotc-cache.tar.gz.
 #   build    aotc build $RECIPE -> $OUT/layer/. The per-bucket cache is packed into
 #            aotc-cache.tar.gz even when BUILD_LIMIT seconds cut the build short; carried
-#            back as .gpu/aotc-cache.tar.gz, the next build resumes where it stopped
+#            back as .gpu/aotc-cache.tar.gz, the next build resumes where it stopped.
+#            Inductor's autotuning results (its local cache, a few KiB of timings) come
+#            back as inductor-autotune.tar.gz: carried as .gpu/inductor-autotune.tar.gz, a
+#            resumed build does not benchmark again the matmul shapes tuned before it was
+#            cut (the buckets share them: batch 4 x seq 128 has batch 1 x seq 512's). The
+#            build's log holds Inductor's autotuning debug lines (per-choice times)
 #   tests    tests/gpu/test_model_gpu.py (tiny model built here; the layer bundle if built)
 #   profile  benchmarks/model_load_profile.py: where time to ready goes (threads 0 and 8)
 #   bench    benchmarks/model_bench.py (time to ready and per-bucket latency); BENCH_ARGS
@@ -21,6 +26,9 @@ fi
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 AOTC_CACHE_DIR=${AOTC_CACHE_DIR:-/tmp/aotc-cache}
 mkdir -p "$AOTC_CACHE_DIR"
 [[ -f .gpu/aotc-cache.tar.gz ]] && tar -xzf .gpu/aotc-cache.tar.gz -C "$AOTC_CACHE_DIR"
+export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor}
+mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
+[[ -f .gpu/inductor-autotune.tar.gz ]] && tar -xzf .gpu/inductor-autotune.tar.gz -C "$TORCHINDUCTOR_CACHE_DIR"
 RECIPE=${RECIPE:-recipes/layer.toml}
 BUNDLE=${LAYER_BUNDLE:-$OUT/layer/layer-0.1.0.aotc}
 pack() { tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"; }
@@ -30,10 +38,12 @@ python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", tr
 rc=0
 if [[ " $STAGES " == *" build "* ]]; then
   start=$(date +%s)
+  TORCH_LOGS=+torch._inductor.select_algorithm \
   timeout -k 10 "${BUILD_LIMIT:-420}" python3 -m aot.cli build "$RECIPE" -o "$BUNDLE" \
     2>&1 | tee "$LOGS/build.log" | grep -E '^model|^wrote|rror' | tail -8
   echo "build wall time: $(( $(date +%s) - start )) s" | tee -a "$LOGS/build.log"
   tar -czf "$OUT/aotc-cache.tar.gz" -C "$AOTC_CACHE_DIR" .
+  tar -czf "$OUT/inductor-autotune.tar.gz" -C "$TORCHINDUCTOR_CACHE_DIR" cache
   if [[ -f "$BUNDLE" ]]; then
     python3 -m aot.cli inspect "$BUNDLE" > "$LOGS/inspect.txt" 2>&1; ls -l "$BUNDLE"
     cp "${BUNDLE%.aotc}.report.md" "$LOGS/" 2>/dev/null
