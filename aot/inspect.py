@@ -126,7 +126,11 @@ def _model(spec: ModelSpec) -> list[str]:
             where = ",".join(f"{d}={x}" for d, x in zip(spec.dims, b.bucket, strict=True))
             err = b.metrics.get("rel_err")
             shown = f"rel err {err:.1e}" if isinstance(err, float) else ""
-            out.append(f"    {where:<24} {b.entry}  {shown}")
+            served = b.entry if b.impl == "compiled" else "eager: the service's module"
+            m = b.metrics
+            if "compiled_us" in m:
+                shown += f", {m['compiled_us']} µs compiled, {m['eager_us']} µs eager"
+            out.append(f"    {where:<24} {served}  {shown}")
     out.append("")
     return out
 

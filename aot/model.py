@@ -33,6 +33,10 @@ when no real position reads a padded one (causal attention, padding at the end),
 build checks that rather than trusting the recipe. Both checks run the bytes that ship,
 loaded by ``loader.model.load_artifact``, the loader's own code.
 
+Then, with ``[model].select = "fastest"`` (the default), each bucket's artifact is timed
+against the module's own eager forward, both as the loader serves them, and the faster
+ships (aot/model_select.py): a bucket served eager has no artifact in the bundle.
+
 The recipe table (``[model]``) is parsed here too, without importing torch.
 """
 
@@ -57,11 +61,12 @@ from typing import TYPE_CHECKING, Any
 
 from loader import manifest as mf
 from loader.args import TORCH_NAMES, element_type
-from loader.model import concrete, leading, load_artifact, pad_zeros
+from loader.model import concrete, eager_call, leading, load_artifact, pad_zeros
 
 from .cache import CompileCache, key_of
 from .elf import needed_libraries
 from .errors import BuildError
+from .model_select import Choice, measure
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -70,12 +75,16 @@ if TYPE_CHECKING:
 
 MODEL_KEYS = (
     "name", "source", "kwargs", "dtype", "inputs", "buckets", "pad", "outputs", "mode",
-    "options", "tolerance", "seed", "backend",
+    "options", "tolerance", "seed", "backend", "select",
 )  # fmt: skip
 # Recipe mode -> Inductor's own mode whose options are applied (torch._inductor
 # list_mode_options). No "cudagraphs" variants: the loader captures the graph itself.
 MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 DEVICES = ("auto", "cuda", "cpu")
+# [model].select: "fastest" times each bucket's compiled artifact against the module's own
+# eager forward (both as the loader serves them) and ships the faster; "compiled" always
+# ships the artifact.
+SELECT = ("fastest", "compiled")
 # Relative error allowed against the float64 reference (max |out - ref| / max |ref|).
 TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-3, "fp64": 1e-9}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -99,6 +108,7 @@ class ModelRecipe:
     tolerance: float
     seed: int
     backend: str = "aoti"  # loader.manifest.MODEL_BACKENDS; the recipe's default
+    select: str = "fastest"  # SELECT
 
     @property
     def bucket_grid(self) -> list[tuple[int, ...]]:
@@ -198,6 +208,11 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
                "autotuning runs for the tiny test model), so serving would not start "
                'tuned. Use backend = "aoti" (the default; its library holds the chosen '
                'configurations), or mode = "default"')  # fmt: skip
+    select = raw.get("select", "fastest")
+    if select not in SELECT:
+        v.fail(f"{w}.select", f"{select!r}: use one of {', '.join(SELECT)} (fastest: a bucket "
+               "where the module's eager forward measures faster than the compiled artifact "
+               "is served eager, as a CUDA graph)")  # fmt: skip
     return ModelRecipe(
         name=name,
         source=source,
@@ -215,6 +230,7 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
         tolerance=float(tol),
         seed=seed,
         backend=str(backend),
+        select=str(select),
     )
 
 
@@ -287,8 +303,9 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
         model = reference = None  # made on the first bucket not in the cache
         buckets: list[mf.ModelBucket] = []
         report += [f"### {place.target} ({place.name})", "",
-                   "| bucket | compile s | bytes | rel err | padded from | rel err padded |",
-                   "|---|---|---|---|---|---|"]  # fmt: skip
+                   "| bucket | compile s | bytes | rel err | padded from | rel err padded | "
+                   "compiled µs | eager µs | serves |",
+                   "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         keys = {b: bucket_key(mr, sources, place, b, str(torch.__version__)) for b in grid}
         hits = {b: _cached(cache, keys[b]) for b in grid}
         missing = [b for b in grid if hits[b] is None]
@@ -319,14 +336,25 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
                 raise BuildError(f"[model] at {where}: the export graph's parameters differ "
                                  "from the first bucket's; the module must not depend on "
                                  "shapes for which weights it uses")  # fmt: skip
-            entry = entry_name(place.target, mr.dims, bucket)
-            payloads[entry] = data
-            buckets.append(mf.ModelBucket(bucket, entry, metrics))
+            impl, times = "compiled", ["", ""]
+            if mr.select == "fastest":  # measured at every build, never cached
+                if model is None:
+                    model, reference = _instantiate(mr, factory, place)
+                choice = _select(mr, model, place, bucket, data, wspec)
+                impl = choice.impl
+                metrics = {**metrics, "compiled_us": round(choice.compiled_us, 1),
+                           "eager_us": round(choice.eager_us, 1)}  # fmt: skip
+                times = [f"{choice.compiled_us:.1f}", f"{choice.eager_us:.1f}"]
+            entry = ""
+            if impl == "compiled":
+                entry = entry_name(place.target, mr.dims, bucket)
+                payloads[entry] = data
+            buckets.append(mf.ModelBucket(bucket, entry, metrics, impl))
             compile_s = "cached" if from_cache else f"{metrics['compile_s']:.1f}"
             report.append(
-                f"| {where} | {compile_s} | {len(data)} | "
+                f"| {where} | {compile_s} | {len(data) if impl == 'compiled' else 'none'} | "
                 f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "
-                f"{_fmt(metrics.get('pad_rel_err'))} |"
+                f"{_fmt(metrics.get('pad_rel_err'))} | {times[0]} | {times[1]} | {impl} |"
             )
         report.append("")
         artifacts.append(
@@ -390,6 +418,38 @@ def _worker_devices(
     if cache.root is None or n < 2:
         return [place.device]
     return list(place.devices[:n])
+
+
+def _select(
+    mr: ModelRecipe, model: Any, place: _Place, bucket: tuple[int, ...], data: bytes,
+    wspec: Sequence[mf.ModelWeight],
+) -> Choice:  # fmt: skip
+    """The bucket's compiled artifact timed against the module's eager forward, both as
+    the loader serves them (aot/model_select.py)."""
+    import torch
+
+    sizes = dict(zip(mr.dims, bucket, strict=True))
+    xs = _random_inputs(mr, sizes, place, torch.Generator(device="cpu").manual_seed(mr.seed))
+    named = dict(model.named_parameters(remove_duplicate=False))
+    named.update(dict(model.named_buffers(remove_duplicate=False)))
+    names = [w.name for w in wspec]
+    device = torch.device(place.device)
+    with torch.no_grad():
+        run = load_artifact(torch, mr.backend, data, [named[n] for n in names], names, device)
+        return measure(torch, run, eager_call(model), xs, device)
+
+
+def _random_inputs(mr: ModelRecipe, sizes: Mapping[str, int], place: _Place, gen: Any) -> list[Any]:
+    """Standard-normal inputs at ``sizes`` (drawn in float64 on the CPU from ``gen``, so
+    the same on every device), in their dtypes on the place's device."""
+    import torch
+
+    return [
+        torch.randn(concrete(i.shape, sizes), generator=gen, dtype=torch.float64).to(
+            device=place.device, dtype=_torch_dtype(i.dtype)
+        )
+        for i in mr.inputs
+    ]
 
 
 def _cached(cache: CompileCache, key: str) -> _Compiled | None:
@@ -604,12 +664,7 @@ def _compile_bucket(
 
     sizes = dict(zip(mr.dims, bucket, strict=True))
     gen = torch.Generator(device="cpu").manual_seed(mr.seed + 1)
-    xs = [
-        torch.randn(concrete(i.shape, sizes), generator=gen, dtype=torch.float64).to(
-            device=place.device, dtype=_torch_dtype(i.dtype)
-        )
-        for i in mr.inputs
-    ]
+    xs = _random_inputs(mr, sizes, place, gen)
     t0 = time.perf_counter()
     with torch.no_grad():
         try:
@@ -760,13 +815,9 @@ def _pad_check(
     small = pad_sizes(mr, sizes)
     if small == sizes:
         return None
-    xs = []
-    padded = []
-    for inp in mr.inputs:
-        x = torch.randn(concrete(inp.shape, small), generator=gen, dtype=torch.float64)
-        x = x.to(device=place.device, dtype=_torch_dtype(inp.dtype))
-        xs.append(x)
-        padded.append(pad_zeros(torch, x, concrete(inp.shape, sizes)))
+    xs = _random_inputs(mr, small, place, gen)
+    padded = [pad_zeros(torch, x, concrete(i.shape, sizes))
+              for x, i in zip(xs, mr.inputs, strict=True)]  # fmt: skip
     with torch.no_grad():
         got = run(*padded)
         ref, _ = _flat(reference(*[x.to(torch.float64) for x in xs]))

@@ -495,6 +495,9 @@ MODEL_DEVICES = ("cuda", "cpu")
 # "inductor": a torch._inductor CompiledArtifact per bucket, called with the weights first;
 # "aoti": an AOTInductor package (.pt2, a shared library) per bucket, weights bound by name.
 MODEL_BACKENDS = ("inductor", "aoti")
+# How a bucket is served: its compiled artifact, or the service's own module (eager
+# PyTorch, replayed as a CUDA graph) where the build measured that faster.
+MODEL_IMPLS = ("compiled", "eager")
 
 
 def _dims(raw: Any, where: str) -> tuple[str | int, ...]:
@@ -560,23 +563,35 @@ class ModelWeight:
 
 @dataclass(frozen=True)
 class ModelBucket:
-    """One bucket's compiled artifact: ``bucket`` holds one upper bound per dimension."""
+    """One bucket: ``bucket`` holds one upper bound per dimension. ``impl`` says how it is
+    served (MODEL_IMPLS): ``compiled``, from the artifact in ``entry``; ``eager``, by the
+    service's module itself (no artifact; ``entry`` is empty), because the build measured
+    that faster on its GPU (``metrics`` holds both times)."""
 
     bucket: tuple[int, ...]
     entry: str
     metrics: Mapping[str, Any] = field(default_factory=dict)
+    impl: str = "compiled"
 
     def to_json(self) -> dict[str, Any]:
-        return {"bucket": list(self.bucket), "entry": self.entry, "metrics": dict(self.metrics)}
+        return {"bucket": list(self.bucket), "entry": self.entry, "impl": self.impl,
+                "metrics": dict(self.metrics)}  # fmt: skip
 
     @staticmethod
     def from_json(obj: Any, where: str) -> ModelBucket:
         bucket = _get(obj, "bucket", list, where)
         if not all(isinstance(b, int) for b in bucket):
             raise ManifestError(f"manifest: {where}.bucket must list integers")
-        return ModelBucket(
-            tuple(bucket), _get(obj, "entry", str, where), dict(obj.get("metrics", {}))
-        )
+        entry = _get(obj, "entry", str, where)
+        impl = obj.get("impl", "compiled")  # bundles from before eager buckets existed
+        if impl not in MODEL_IMPLS:
+            raise ManifestError(f"manifest: {where}.impl {impl!r} is not one of "
+                                f"{MODEL_IMPLS}; a newer aotc wrote this bundle")  # fmt: skip
+        if impl == "eager" and entry:
+            raise ManifestError(f"manifest: {where}: an eager bucket must have no entry")
+        if impl == "compiled" and not entry:
+            raise ManifestError(f"manifest: {where}: a compiled bucket must name its entry")
+        return ModelBucket(tuple(bucket), entry, dict(obj.get("metrics", {})), impl)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ imported. With ``aoti`` it is ``torch._C._aoti.AOTIModelPackageLoader``: a share
 loaded by torch's C++ runtime, the weights bound by name with ``load_constants``, and no
 compiler module imported at all.
 
+A bucket the build measured faster in eager PyTorch than compiled (recipe ``select``,
+e.g. where cuBLASLt's fused-bias matmuls beat Inductor's kernels) has no artifact: it is
+served by the module's own ``forward``, captured and replayed the same way.
+
 Per call: the bucket is the smallest one at or above each dimension's size; a dimension
 listed in the recipe's ``pad`` may be smaller than its bucket (the input is padded with
 zeros at the end and the outputs sliced back), any other must equal a bucket bound. On
@@ -98,14 +102,16 @@ def _open(source: Any) -> tuple[BundleFile, bool]:
 
 
 class _Bucket:
-    """One bucket: its artifact, loaded at first use, and on CUDA its captured graph."""
+    """One bucket: its artifact (or the module's forward, for an eager bucket), loaded at
+    first use, and on CUDA its captured graph."""
 
-    def __init__(self, bounds: tuple[int, ...], entry: str, dims: Sequence[str]):
+    def __init__(self, bounds: tuple[int, ...], entry: str, impl: str, dims: Sequence[str]):
         self.bounds = bounds
         self.full = dict(zip(dims, bounds, strict=True))  # each dimension's size here
         self.entry = entry
+        self.impl = impl  # "compiled" (the artifact in entry) or "eager" (module.forward)
         self.lock = threading.Lock()
-        self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact)
+        self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact, eager_call)
         self.graph: Any = None
         self.inputs: list[Any] = []  # static input buffers (CUDA graphs)
         self.outputs: list[Any] = []  # static outputs of the captured graph
@@ -131,8 +137,10 @@ class ModelRunner:
         self.use_graphs = cuda_graphs and self.device.type == "cuda"
         self.copy_outputs = copy_outputs
         self.weights = _bind(spec, module, self.device, torch, file)
+        self.module = module  # serves the buckets built as eager
         self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
-        self._buckets = [_Bucket(b.bucket, b.entry, spec.dims) for b in self.artifacts.buckets]
+        self._buckets = [_Bucket(b.bucket, b.entry, b.impl, spec.dims)
+                         for b in self.artifacts.buckets]  # fmt: skip
         # input shapes -> (bucket, sizes, padded): a shape seen before skips the per-
         # dimension checks and the bucket search (dtype and device are still checked)
         self._routes: dict[tuple[Any, ...], tuple[_Bucket, dict[str, int], bool]] = {}
@@ -260,9 +268,16 @@ class ModelRunner:
     def _ensure(self, b: _Bucket) -> None:
         """Load the bucket's artifact (and capture its graph); the caller holds b.lock."""
         if b.run is None:
-            b.run = self._load(b.entry)
+            b.run = eager_call(self.module) if b.impl == "eager" else self._load(b.entry)
         if self.use_graphs and b.graph is None:
             self._capture(b)
+
+    def _capture(self, b: _Bucket) -> None:
+        b.inputs = [
+            self.torch.zeros(concrete(i.shape, b.full), dtype=dt, device=self.device)
+            for i, dt in zip(self.spec.inputs, self._dtypes, strict=True)
+        ]  # fmt: skip
+        b.graph, b.outputs = capture_graph(self.torch, b.run, b.inputs, self.device)
 
     def _load(self, entry: str) -> Any:
         torch = self.torch
@@ -273,23 +288,6 @@ class ModelRunner:
         except Exception as exc:  # torch asserts on a foreign artifact; say what it is
             raise BundleError(f"{self.file.path}: entry {entry!r} does not load into this "
                               f"torch {torch.__version__}: {exc!r}") from exc  # fmt: skip
-
-    def _capture(self, b: _Bucket) -> None:
-        torch = self.torch
-        b.inputs = [
-            torch.zeros(concrete(i.shape, b.full), dtype=dt, device=self.device)
-            for i, dt in zip(self.spec.inputs, self._dtypes, strict=True)
-        ]  # fmt: skip
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            # the first call loads kernels and sets up cuBLAS; it must not be captured
-            b.run(*b.inputs)
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            b.outputs = b.run(*b.inputs)
-        b.graph = graph
 
     def warmup(self, **sizes: Iterable[int]) -> int:
         """Load (and on CUDA capture) the buckets of the given sizes per dimension (every
@@ -321,6 +319,34 @@ class ModelRunner:
                 b.inputs, b.outputs = [], []
         if self._owned:
             self.file.close()
+
+
+def capture_graph(
+    torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any
+) -> tuple[Any, list[Any]]:
+    """``run(*inputs)`` captured as a CUDA graph: (graph, its static outputs). Replaying it
+    reads ``inputs`` (static buffers) and overwrites the outputs. The build times both of a
+    bucket's implementations this way too (aot/model_select.py)."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        # the first call loads kernels and sets up cuBLAS; it must not be captured
+        run(*inputs)
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outputs = run(*inputs)
+    return graph, outputs
+
+
+def eager_call(module: Any) -> Callable[..., list[Any]]:
+    """The module's own forward as a bucket's callable: the list of its outputs."""
+
+    def run(*xs: Any) -> list[Any]:
+        out = module(*xs)
+        return list(out) if isinstance(out, tuple | list) else [out]
+
+    return run
 
 
 def concrete(shape: Sequence[str | int], sizes: Mapping[str, int]) -> tuple[int, ...]:

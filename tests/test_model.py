@@ -376,6 +376,108 @@ def test_buckets_come_from_the_cache_until_the_model_changes(tmp_path: Path) -> 
     assert "| cached |" not in report3
 
 
+def _fastest(tmp_path: Path) -> Path:
+    """tiny.toml with select = "fastest" (the recipe default), in tmp_path."""
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    text = (DATA / "tiny.toml").read_text()
+    (tmp_path / "tiny.toml").write_text(text.replace('select = "compiled"', 'select = "fastest"'))
+    return tmp_path / "tiny.toml"
+
+
+def test_fastest_times_each_bucket_and_ships_what_it_chose(tmp_path: Path) -> None:
+    """select = "fastest" times every bucket, compiled against eager, on this machine (the
+    CPU here: which wins is the machine's business); each bucket records both times, ships
+    an artifact exactly when compiled won, and the bundle serves every size like eager."""
+    from aot.model_select import choose
+    from loader.manifest import Manifest
+
+    out = tmp_path / "t.aotc"
+    build(_fastest(tmp_path), out, env_for(tmp_path / "c"), tmp_path,
+          model=ModelOptions(device="cpu"))  # fmt: skip
+    with BundleFile(out) as f:
+        spec = Manifest.from_json(f.manifest).model
+        assert spec is not None
+        for b in spec.artifacts[0].buckets:
+            c, e = b.metrics["compiled_us"], b.metrics["eager_us"]
+            assert c > 0 and e > 0 and b.impl == choose(c, e)
+            assert (b.entry in f.entries) if b.impl == "compiled" else b.entry == ""
+        shipped = {b.entry for b in spec.artifacts[0].buckets if b.entry}
+        assert set(f.entries) == shipped
+    report = out.with_suffix(".report.md").read_text()
+    assert "| compiled µs | eager µs | serves |" in report
+    m = _module()
+    runner = load_model(out, m)
+    for b, t in SIZES:
+        x = torch.randn(b, t, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
+
+
+def test_eager_buckets_ship_nothing_and_serve_the_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where eager measured faster (forced here for batch 2), the bucket ships no artifact
+    and the loader serves the module's own forward there, padding included; batch 1 stays
+    compiled. Loading and calling compile nothing in a fresh process."""
+    import aot.model as am
+    from aot.model_select import Choice
+    from loader.manifest import Manifest
+
+    def measure(torch: Any, compiled: Any, eager: Any, inputs: Any, device: Any) -> Choice:
+        assert [type(x) for x in compiled(*inputs)] == [type(x) for x in eager(*inputs)]
+        batch = inputs[0].shape[0]
+        return Choice("eager", 2.0, 1.0) if batch == 2 else Choice("compiled", 1.0, 2.0)
+
+    monkeypatch.setattr(am, "measure", measure)
+    out = tmp_path / "t.aotc"
+    build(_fastest(tmp_path), out, env_for(tmp_path / "c"), tmp_path,
+          model=ModelOptions(device="cpu"))  # fmt: skip
+    with BundleFile(out) as f:
+        spec = Manifest.from_json(f.manifest).model
+        assert spec is not None
+        impls = {b.bucket: (b.impl, b.entry) for b in spec.artifacts[0].buckets}
+        assert sorted(f.entries) == sorted(e for _, e in impls.values() if e)
+    assert impls[(2, 8)] == impls[(2, 16)] == ("eager", "")
+    assert impls[(1, 8)][0] == impls[(1, 16)][0] == "compiled"
+    report = out.with_suffix(".report.md").read_text()
+    assert "| batch=2, seq=16 | " in report and "| 2.0 | 1.0 | eager |" in report
+    m = _module(seed=5)
+    runner = load_model(out, m)
+    for b, t in SIZES:
+        x = torch.randn(b, t, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(out), str(DATA), json.dumps(SIZES)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert counts["inductor_codegen"] == counts["triton_compile"] == 0, counts
+    assert counts["max_err"] < 1e-5, counts
+
+
+def test_measure_picks_the_faster_and_ties_go_to_compiled() -> None:
+    import time
+
+    from aot.model_select import choose, measure
+
+    def slow(*xs: Any) -> list[Any]:
+        time.sleep(0.002)
+        return list(xs)
+
+    def fast(*xs: Any) -> list[Any]:
+        return list(xs)
+
+    x = [torch.zeros(2)]
+    cpu = torch.device("cpu")
+    got = measure(torch, slow, fast, x, cpu)
+    assert got.impl == "eager" and got.compiled_us > 1500 > got.eager_us
+    assert measure(torch, fast, slow, x, cpu).impl == "compiled"
+    assert choose(5.0, 5.0) == "compiled" and choose(5.0, 4.9) == "eager"
+
+
 def test_unknown_inductor_option_is_refused(tmp_path: Path) -> None:
     text = (DATA / "tiny.toml").read_text() + "options = { max_autotune_gem = true }\n"
     (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())

@@ -84,6 +84,12 @@ CASES = [
         ["[model].backend: 'tensorrt': use one of inductor, aoti"],
     ),
     (
+        "select",
+        'select = "compiled"',
+        'select = "eager"',
+        ["[model].select: 'eager': use one of fastest, compiled"],
+    ),
+    (
         "inductor backend at max-autotune",
         'mode = "default"',
         'mode = "max-autotune"',
@@ -147,7 +153,7 @@ def test_kernels_still_required_without_a_model(tmp_path: Path) -> None:
 def test_model_manifest_round_trips() -> None:
     buckets = (
         mf.ModelBucket((1,), "model/H200/batch=1", {"rel_err": 1e-4}),
-        mf.ModelBucket((2,), "model/H200/batch=2"),
+        mf.ModelBucket((2,), "", {"compiled_us": 9.0, "eager_us": 8.0}, "eager"),
     )
     arts = mf.ModelArtifacts(
         "H200", "cuda", "NVIDIA H200", (9, 0), "2.11.0", "max-autotune", buckets
@@ -174,10 +180,24 @@ def test_model_manifest_round_trips() -> None:
     bad["pad"] = ["seq"]
     with pytest.raises(mf.ManifestError, match="pad names a dimension not in dims"):
         mf.ModelSpec.from_json(bad)
+    # bundles written before eager buckets existed: every bucket compiled
+    old = spec.to_json()
+    del old["artifacts"][0]["buckets"][0]["impl"]
+    assert mf.ModelSpec.from_json(old).artifacts[0].buckets[0].impl == "compiled"
+    for i, impl, entry, message in [
+        (1, "eager", "model/H200/batch=2", "an eager bucket must have no entry"),
+        (0, "compiled", "", "a compiled bucket must name its entry"),
+        (0, "triton", "model/H200/batch=1", "impl 'triton' is not one of"),
+    ]:
+        bad = spec.to_json()
+        bad["artifacts"][0]["buckets"][i].update(impl=impl, entry=entry)
+        with pytest.raises(mf.ManifestError, match=message):
+            mf.ModelSpec.from_json(bad)
 
 
 def test_example_layer_recipe_parses() -> None:
     r = load(Path(__file__).resolve().parents[1] / "recipes" / "layer.toml")
     assert r.model is not None and r.model.mode == "max-autotune"
     assert r.model.backend == "aoti"  # the default: the only backend that serves tuned
+    assert r.model.select == "fastest"  # the default
     assert len(r.model.bucket_grid) == 12 and r.model.pad == ("batch", "seq")

@@ -88,8 +88,9 @@ print(json.dumps({**counts, "max_rel_err": max(errs), "graphs": runner.use_graph
 
 
 def _recipe(
-    tmp: Path, mode: str = "default", buckets: str = "batch = [1, 2]", backend: str = "inductor"
-) -> Path:
+    tmp: Path, mode: str = "default", buckets: str = "batch = [1, 2]", backend: str = "inductor",
+    select: str = "compiled",
+) -> Path:  # fmt: skip
     import torch
 
     major, minor = torch.cuda.get_device_capability()
@@ -99,6 +100,7 @@ def _recipe(
     text = text.replace('mode = "default"', f'mode = "{mode}"')
     text = text.replace("batch = [1, 2]", buckets)
     text = text.replace('backend = "inductor"', f'backend = "{backend}"')
+    text = text.replace('select = "compiled"', f'select = "{select}"')
     (tmp / "tiny.py").write_text((DATA / "tiny.py").read_text())
     (tmp / "tiny.toml").write_text(text)
     return tmp / "tiny.toml"
@@ -194,6 +196,30 @@ def test_aoti_serves_without_importing_a_compiler(aoti_bundle: Path, tmp_path: P
     """Loaded by torch's C++ runtime: a fresh process serves every bucket and padded sizes
     through CUDA graphs without importing Inductor, Dynamo or Triton."""
     r = _fresh(aoti_bundle, tmp_path, AOTI_SIZES, counting=False)
+    print(json.dumps(r))
+    assert r["graphs"] is True and r["heavy"] == [] and r["max_rel_err"] < 1e-2, r
+
+
+def test_fastest_times_both_as_graphs_and_eager_buckets_serve_as_graphs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """select = "fastest" times each bucket's artifact and the module's forward as CUDA
+    graphs on this GPU (here the choice is forced to eager after measuring): the bundle
+    ships no artifact, and a fresh process serves every bucket and padded sizes by
+    replaying graphs of the module itself, with no compiler imported."""
+    import aot.model_select as ms
+    from loader.format import BundleFile
+    from loader.manifest import Manifest
+
+    monkeypatch.setattr(ms, "choose", lambda compiled_us, eager_us: "eager")
+    bundle = _build(tmp_path, _recipe(tmp_path, select="fastest"))
+    with BundleFile(bundle) as f:
+        (arts,) = Manifest.from_json(f.manifest).model.artifacts  # type: ignore[union-attr]
+        assert not any(n.startswith("model/") for n in f.entries)
+    for b in arts.buckets:
+        assert b.impl == "eager" and b.entry == ""
+        assert b.metrics["compiled_us"] > 0 and b.metrics["eager_us"] > 0, b.metrics
+    r = _fresh(bundle, tmp_path, counting=False)
     print(json.dumps(r))
     assert r["graphs"] is True and r["heavy"] == [] and r["max_rel_err"] < 1e-2, r
 
