@@ -129,7 +129,8 @@ def _model(spec: ModelSpec) -> list[str]:
             served = b.entry if b.impl == "compiled" else "eager: the service's module"
             m = b.metrics
             if "compiled_us" in m:
-                shown += f", {m['compiled_us']} µs compiled, {m['eager_us']} µs eager"
+                eager = f"{m['eager_us']} µs" if "eager_us" in m else "not servable"
+                shown += f", {m['compiled_us']} µs compiled, eager {eager}"
             out.append(f"    {where:<24} {served}  {shown}")
     out.append("")
     return out

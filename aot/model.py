@@ -340,11 +340,15 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
             if mr.select == "fastest":  # measured at every build, never cached
                 if model is None:
                     model, reference = _instantiate(mr, factory, place)
-                choice = _select(mr, model, place, bucket, data, wspec)
+                choice = _select(mr, model, place, bucket, data, wspec, where)
                 impl = choice.impl
-                metrics = {**metrics, "compiled_us": round(choice.compiled_us, 1),
-                           "eager_us": round(choice.eager_us, 1)}  # fmt: skip
+                metrics = {**metrics, "compiled_us": round(choice.compiled_us, 1)}
                 times = [f"{choice.compiled_us:.1f}", f"{choice.eager_us:.1f}"]
+                if choice.eager_error:  # kept compiled; say why eager was not timed
+                    metrics["eager_error"] = choice.eager_error[:300]
+                    times[1] = "not servable: " + choice.eager_error[:80].replace("|", "/")
+                else:
+                    metrics["eager_us"] = round(choice.eager_us, 1)
             entry = ""
             if impl == "compiled":
                 entry = entry_name(place.target, mr.dims, bucket)
@@ -422,7 +426,7 @@ def _worker_devices(
 
 def _select(
     mr: ModelRecipe, model: Any, place: _Place, bucket: tuple[int, ...], data: bytes,
-    wspec: Sequence[mf.ModelWeight],
+    wspec: Sequence[mf.ModelWeight], where: str,
 ) -> Choice:  # fmt: skip
     """The bucket's compiled artifact timed against the module's eager forward, both as
     the loader serves them (aot/model_select.py)."""
@@ -436,7 +440,15 @@ def _select(
     device = torch.device(place.device)
     with torch.no_grad():
         run = load_artifact(torch, mr.backend, data, [named[n] for n in names], names, device)
-        return measure(torch, run, eager_call(model), xs, device)
+        try:
+            return measure(torch, run, eager_call(model), xs, device)
+        except Exception as exc:
+            served = " (captured as a CUDA graph)" if device.type == "cuda" else ""
+            raise BuildError(
+                f"[model] at {where}: the compiled artifact does not run as the loader serves "
+                f"it{served}: {exc!r}. The loader would fail the same way; "
+                '[model].select = "compiled" skips this timing'
+            ) from exc
 
 
 def _random_inputs(mr: ModelRecipe, sizes: Mapping[str, int], place: _Place, gen: Any) -> list[Any]:

@@ -15,7 +15,9 @@ replayed (``loader.model.capture_graph``); on the CPU called directly. Calls alt
 between the two in rounds, so a clock or thermal drift falls on both alike. The median
 wins; the bundle records both times, and the loser ships nothing (an eager bucket has no
 artifact: the loader replays the service's own module). Nothing about the choice is
-cached: every build measures it again on its own GPU.
+cached: every build measures it again on its own GPU. A forward that cannot be captured
+as a CUDA graph (one that synchronizes with the host, say) cannot be served eager: the
+bucket stays compiled, and the report says why.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ WARMUP = 5  # untimed calls of each before the first round
 class Choice:
     impl: str  # loader.manifest.MODEL_IMPLS: "compiled" or "eager"
     compiled_us: float  # median of one call, as served
-    eager_us: float
+    eager_us: float  # NaN when eager could not be served (eager_error)
+    eager_error: str = ""
 
 
 def choose(compiled_us: float, eager_us: float) -> str:
@@ -49,8 +52,15 @@ def measure(
     torch: Any, compiled: Callable[..., list[Any]], eager: Callable[..., list[Any]],
     inputs: Sequence[Any], device: Any,
 ) -> Choice:  # fmt: skip
-    """Time ``compiled`` and ``eager`` (each ``run(*inputs) -> outputs``) as served."""
-    calls = [_served(torch, fn, inputs, device) for fn in (compiled, eager)]
+    """Time ``compiled`` and ``eager`` (each ``run(*inputs) -> outputs``) as served. An
+    error serving ``compiled`` propagates (the loader could not serve it either); one
+    serving ``eager`` makes the choice ``compiled``."""
+    calls = [_served(torch, compiled, inputs, device)]
+    try:
+        calls.append(_served(torch, eager, inputs, device))
+    except Exception as exc:  # e.g. torch's "operation not permitted when stream is capturing"
+        only = statistics.median(calls[0](WARMUP + ROUNDS * PER_ROUND)[WARMUP:])
+        return Choice("compiled", only, float("nan"), f"{type(exc).__name__}: {exc}")
     for call in calls:
         call(WARMUP)
     times: list[list[float]] = [[], []]
@@ -66,6 +76,7 @@ def _served(
 ) -> Callable[[int], list[float]]:
     """A function timing n calls of ``run`` as the loader makes them: µs of each."""
     if device.type != "cuda":
+        run(*inputs)  # fails here, as a capture would on CUDA, if it cannot be served
 
         def direct(n: int) -> list[float]:
             out = []

@@ -458,6 +458,48 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     assert counts["max_err"] < 1e-5, counts
 
 
+def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A forward that fails as served (on a GPU: one that cannot be captured) is no
+    candidate: the bucket ships compiled, with the reason in its metrics and the report.
+    One whose compiled artifact fails as served is a build error: the loader would fail
+    there too."""
+    import aot.model as am
+    from loader.manifest import Manifest
+
+    def uncapturable(module: Any) -> Any:
+        def run(*xs: Any) -> Any:
+            raise RuntimeError("operation not permitted when stream is capturing")
+
+        return run
+
+    monkeypatch.setattr(am, "eager_call", uncapturable)
+    out = tmp_path / "t.aotc"
+    build(_fastest(tmp_path), out, env_for(tmp_path / "c"), tmp_path,
+          model=ModelOptions(device="cpu"))  # fmt: skip
+    with BundleFile(out) as f:
+        spec = Manifest.from_json(f.manifest).model
+        assert spec is not None
+    for b in spec.artifacts[0].buckets:
+        assert b.impl == "compiled" and b.metrics["compiled_us"] > 0
+        assert "eager_us" not in b.metrics
+        assert b.metrics["eager_error"].startswith("RuntimeError: operation not permitted")
+    report = out.with_suffix(".report.md").read_text()
+    assert report.count("| not servable: RuntimeError: operation not permitted") == 4
+
+    def broken(*a: Any, **k: Any) -> Any:
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr(am, "measure", broken)
+    message = (r"\[model\] at batch=1, seq=8: the compiled artifact does not run as the "
+               r"loader serves it: .*capture failed")  # fmt: skip
+    with pytest.raises(BuildError, match=message):
+        build(_fastest(tmp_path), tmp_path / "x.aotc", env_for(tmp_path / "c"), tmp_path,
+              model=ModelOptions(device="cpu"))  # fmt: skip
+    assert not (tmp_path / "x.aotc").exists()
+
+
 def test_measure_picks_the_faster_and_ties_go_to_compiled() -> None:
     import time
 
