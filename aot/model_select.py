@@ -74,7 +74,9 @@ def measure(
 def _served(
     torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any
 ) -> Callable[[int], list[float]]:
-    """A function timing n calls of ``run`` as the loader makes them: µs of each."""
+    """A function timing n calls of ``run`` as the loader makes them: µs of each. (The
+    loader's copies into the graph's input buffers and out of its outputs are the same
+    for both implementations, so they are left out.)"""
     if device.type != "cuda":
         run(*inputs)  # fails here, as a capture would on CUDA, if it cannot be served
 
