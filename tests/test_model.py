@@ -92,6 +92,37 @@ def _module(seed: int = 3, **kw: Any) -> Any:
     return tiny.make_layer(**{"d_model": 32, "heads": 2, "ffn": 64, **kw}).eval()
 
 
+def _serves_like_eager(bundle: Path, m: Any, sizes: list[tuple[int, int]] = SIZES) -> Any:
+    """Load ``bundle`` with ``m``'s weights and check every size against ``m`` itself;
+    the runner, for more calls."""
+    runner = load_model(bundle, m)
+    for b, t in sizes:
+        x = torch.randn(b, t, 32)
+        with torch.no_grad():
+            torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
+    return runner
+
+
+def _serve_fresh(
+    bundle: Path, tmp_path: Path, sizes: list[tuple[int, int]] = SIZES, code: str = CHILD
+) -> dict[str, Any]:
+    """Serve ``sizes`` from ``bundle`` in a fresh process with empty Inductor and Triton
+    caches: what ``code`` prints (CHILD: compilation counts, the largest error against
+    eager, the compiler modules imported)."""
+    env = {
+        **os.environ,
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
+        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(bundle), str(DATA), json.dumps(sizes)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
 def test_manifest_records_the_model(tiny_bundle: Path) -> None:
     from loader.manifest import Manifest
 
@@ -114,14 +145,7 @@ def test_manifest_records_the_model(tiny_bundle: Path) -> None:
 
 def test_every_bucket_and_padding_match_eager(tiny_bundle: Path) -> None:
     m = _module()
-    runner = load_model(tiny_bundle, m)
-    for b, t in SIZES:
-        x = torch.randn(b, t, 32)
-        with torch.no_grad():
-            ref = m(x)
-        y = runner(x)
-        assert y.shape == ref.shape
-        torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-5)
+    runner = _serves_like_eager(tiny_bundle, m)
     # Weights are read in place: an in-place update is seen by the next call.
     with torch.no_grad():
         m.f2.bias.add_(1.0)
@@ -154,17 +178,7 @@ def test_same_process_load_and_calls_compile_nothing(tiny_bundle: Path) -> None:
 def test_fresh_process_with_empty_caches_compiles_nothing(
     tiny_bundle: Path, tmp_path: Path
 ) -> None:
-    env = {
-        **os.environ,
-        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),
-        "TRITON_CACHE_DIR": str(tmp_path / "triton"),
-    }
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(tiny_bundle), str(DATA), json.dumps(SIZES)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = _serve_fresh(tiny_bundle, tmp_path)
     assert result["inductor_codegen"] == 0
     assert result["triton_compile"] == 0
     # On the CPU Inductor builds the artifact's C++ at load (cpp_build > 0); on a GPU the
@@ -253,12 +267,7 @@ def test_workers_build_every_bucket(tmp_path: Path) -> None:
     assert (r.model_buckets, r.model_cached) == (4, 0)
     report = out.with_suffix(".report.md").read_text()
     assert "| cached |" not in report and report.count("| batch=") == 4
-    m = _module()
-    runner = load_model(out, m)
-    for b, t in SIZES:
-        x = torch.randn(b, t, 32)
-        with torch.no_grad():
-            torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
+    _serves_like_eager(out, _module())
     again = build(DATA / "tiny.toml", tmp_path / "again.aotc", env_for(tmp_path / "c"),
                   tmp_path, model=ModelOptions(device="cpu", workers=2))  # fmt: skip
     assert (again.model_buckets, again.model_cached) == (4, 4)
@@ -384,11 +393,9 @@ def _fastest(tmp_path: Path) -> Path:
     return tmp_path / "tiny.toml"
 
 
-def test_fastest_times_each_bucket_and_ships_what_it_chose(tmp_path: Path) -> None:
-    """select = "fastest" times every bucket, compiled against eager, on this machine (the
-    CPU here: which wins is the machine's business); each bucket records both times, ships
-    an artifact exactly when compiled won, and the bundle serves every size like eager."""
-    from aot.model_select import choose
+def _build_fastest(tmp_path: Path) -> tuple[Path, Any, set[str]]:
+    """_fastest built for the CPU into tmp_path/t.aotc: (bundle, its artifacts, the names
+    of its entries)."""
     from loader.manifest import Manifest
 
     out = tmp_path / "t.aotc"
@@ -397,20 +404,24 @@ def test_fastest_times_each_bucket_and_ships_what_it_chose(tmp_path: Path) -> No
     with BundleFile(out) as f:
         spec = Manifest.from_json(f.manifest).model
         assert spec is not None
-        for b in spec.artifacts[0].buckets:
-            c, e = b.metrics["compiled_us"], b.metrics["eager_us"]
-            assert c > 0 and e > 0 and b.impl == choose(c, e)
-            assert (b.entry in f.entries) if b.impl == "compiled" else b.entry == ""
-        shipped = {b.entry for b in spec.artifacts[0].buckets if b.entry}
-        assert set(f.entries) == shipped
+        return out, spec.artifacts[0], set(f.entries)
+
+
+def test_fastest_times_each_bucket_and_ships_what_it_chose(tmp_path: Path) -> None:
+    """select = "fastest" times every bucket, compiled against eager, on this machine (the
+    CPU here: which wins is the machine's business); each bucket records both times, ships
+    an artifact exactly when compiled won, and the bundle serves every size like eager."""
+    from aot.model_select import choose
+
+    out, arts, entries = _build_fastest(tmp_path)
+    for b in arts.buckets:
+        c, e = b.metrics["compiled_us"], b.metrics["eager_us"]
+        assert c > 0 and e > 0 and b.impl == choose(c, e)
+        assert (b.entry in entries) if b.impl == "compiled" else b.entry == ""
+    assert entries == {b.entry for b in arts.buckets if b.entry}
     report = out.with_suffix(".report.md").read_text()
     assert "| compiled µs | eager µs | serves |" in report
-    m = _module()
-    runner = load_model(out, m)
-    for b, t in SIZES:
-        x = torch.randn(b, t, 32)
-        with torch.no_grad():
-            torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
+    _serves_like_eager(out, _module())
 
 
 def test_eager_buckets_ship_nothing_and_serve_the_module(
@@ -421,7 +432,6 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     compiled. Loading and calling compile nothing in a fresh process."""
     import aot.model as am
     from aot.model_select import Choice
-    from loader.manifest import Manifest
 
     def measure(torch: Any, compiled: Any, eager: Any, inputs: Any, device: Any) -> Choice:
         assert [type(x) for x in compiled(*inputs)] == [type(x) for x in eager(*inputs)]
@@ -429,31 +439,15 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
         return Choice("eager", 2.0, 1.0) if batch == 2 else Choice("compiled", 1.0, 2.0)
 
     monkeypatch.setattr(am, "measure", measure)
-    out = tmp_path / "t.aotc"
-    build(_fastest(tmp_path), out, env_for(tmp_path / "c"), tmp_path,
-          model=ModelOptions(device="cpu"))  # fmt: skip
-    with BundleFile(out) as f:
-        spec = Manifest.from_json(f.manifest).model
-        assert spec is not None
-        impls = {b.bucket: (b.impl, b.entry) for b in spec.artifacts[0].buckets}
-        assert sorted(f.entries) == sorted(e for _, e in impls.values() if e)
+    out, arts, entries = _build_fastest(tmp_path)
+    impls = {b.bucket: (b.impl, b.entry) for b in arts.buckets}
+    assert sorted(entries) == sorted(e for _, e in impls.values() if e)
     assert impls[(2, 8)] == impls[(2, 16)] == ("eager", "")
     assert impls[(1, 8)][0] == impls[(1, 16)][0] == "compiled"
     report = out.with_suffix(".report.md").read_text()
     assert "| batch=2, seq=16 | " in report and "| 2.0 | 1.0 | eager |" in report
-    m = _module(seed=5)
-    runner = load_model(out, m)
-    for b, t in SIZES:
-        x = torch.randn(b, t, 32)
-        with torch.no_grad():
-            torch.testing.assert_close(runner(x), m(x), rtol=1e-5, atol=1e-5)
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    proc = subprocess.run(
-        [sys.executable, "-c", CHILD, str(out), str(DATA), json.dumps(SIZES)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    counts = json.loads(proc.stdout.strip().splitlines()[-1])
+    _serves_like_eager(out, _module(seed=5))
+    counts = _serve_fresh(out, tmp_path)
     assert counts["inductor_codegen"] == counts["triton_compile"] == 0, counts
     assert counts["max_err"] < 1e-5, counts
 
@@ -466,7 +460,6 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
     One whose compiled artifact fails as served is a build error: the loader would fail
     there too."""
     import aot.model as am
-    from loader.manifest import Manifest
 
     def uncapturable(module: Any) -> Any:
         def run(*xs: Any) -> Any:
@@ -475,13 +468,8 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
         return run
 
     monkeypatch.setattr(am, "eager_call", uncapturable)
-    out = tmp_path / "t.aotc"
-    build(_fastest(tmp_path), out, env_for(tmp_path / "c"), tmp_path,
-          model=ModelOptions(device="cpu"))  # fmt: skip
-    with BundleFile(out) as f:
-        spec = Manifest.from_json(f.manifest).model
-        assert spec is not None
-    for b in spec.artifacts[0].buckets:
+    out, arts, _ = _build_fastest(tmp_path)
+    for b in arts.buckets:
         assert b.impl == "compiled" and b.metrics["compiled_us"] > 0
         assert "eager_us" not in b.metrics
         assert b.metrics["eager_error"].startswith("RuntimeError: operation not permitted")
@@ -576,20 +564,9 @@ def test_aoti_backend_matches_eager_and_loads_no_compiler(
         spec = Manifest.from_json(f.manifest).model
     assert spec is not None and spec.artifacts[0].backend == "aoti"
     sizes = [(2, 16), (1, 16), (2, 9), (1, 3)]
-    m = _module(seed=11)
-    runner = load_model(aoti_bundle, m)
-    for b, t in sizes:
-        x = torch.randn(b, t, 32)
-        with torch.no_grad():
-            assert torch.allclose(runner(x), m(x), atol=1e-5, rtol=1e-5), (b, t)
+    _serves_like_eager(aoti_bundle, _module(seed=11), sizes)
     # a fresh process serves it without importing Inductor, Dynamo or Triton at all
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
-    proc = subprocess.run(
-        [sys.executable, "-c", START + SERVE, str(aoti_bundle), str(DATA), json.dumps(sizes)],
-        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result = _serve_fresh(aoti_bundle, tmp_path, sizes, START + SERVE)
     assert result["heavy"] == [] and result["max_err"] < 1e-5, result
 
 
