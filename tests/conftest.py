@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,21 @@ def expect_recipe(path: Path, fragments: Sequence[str]) -> None:
 
 def env_for(cache: Path, jobs: int = 2) -> Environment:
     return Environment(cache_dir=cache, jobs=jobs, progress=False)
+
+
+@pytest.fixture
+def in_threads() -> Callable[[int, Callable[[int], None]], None]:
+    """``in_threads(n, work)`` runs work(0) … work(n - 1), each on its own thread, all
+    started before any is joined (a fixture, so tests/gpu reaches it without imports)."""
+
+    def run(n: int, work: Callable[[int], None]) -> None:
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    return run
 
 
 @pytest.fixture

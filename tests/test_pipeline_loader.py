@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import ctypes
 import struct
-import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -258,7 +258,7 @@ def test_close_frees_graphs_events_streams_and_buffers(
 
 
 def test_threads_on_their_own_streams_get_their_own_results(
-    bundle: loader.Bundle, fake: FakeLib
+    bundle: loader.Bundle, fake: FakeLib, in_threads: Any
 ) -> None:
     twice = bundle.pipeline("twice")
     scale = bundle["scale"]
@@ -277,11 +277,7 @@ def test_threads_on_their_own_streams_get_their_own_results(
             if single.rows() != want:
                 errors.append(f"thread {k} call {i}: kernel result wrong")
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(6, work)
     assert not errors, errors[:5]
     assert len(fake.execs) == 3  # every bucket captured exactly once
 

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +223,7 @@ def test_fastest_times_both_as_graphs_and_eager_buckets_serve_as_graphs(
     assert r["graphs"] is True and r["heavy"] == [] and r["max_rel_err"] < 1e-2, r
 
 
-def test_graphs_in_process_and_from_threads(gpu_bundle: Path) -> None:
+def test_graphs_in_process_and_from_threads(gpu_bundle: Path, in_threads: Any) -> None:
     import torch
 
     import loader
@@ -250,11 +249,7 @@ def test_graphs_in_process_and_from_threads(gpu_bundle: Path) -> None:
                     if not torch.allclose(y, ref, rtol=1e-2, atol=1e-2):
                         errors.append(f"thread {k}: {tuple(x.shape)}")
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(4, work)
     assert not errors, errors[:5]
 
 

@@ -5,7 +5,6 @@ between buckets, and from several threads on their own streams at once."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -105,7 +104,7 @@ def test_every_bucket_has_its_graph(setup: Any) -> None:
     assert [c["M"] for c in mlp.captured] == BOUNDS
 
 
-def test_threads_on_their_own_streams(setup: Any) -> None:
+def test_threads_on_their_own_streams(setup: Any, in_threads: Any) -> None:
     import torch
 
     b, mlp, w = setup
@@ -125,11 +124,7 @@ def test_threads_on_their_own_streams(setup: Any) -> None:
                 if not torch.equal(got, want[j]):
                     errors.append(f"thread {k} call {i} (M={sizes[j]}): wrong result")
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(4, work)
     assert not errors, errors[:5]
 
 
