@@ -61,7 +61,14 @@ from typing import TYPE_CHECKING, Any
 
 from loader import manifest as mf
 from loader.args import TORCH_NAMES, element_type
-from loader.model import concrete, eager_call, leading, load_artifact, pad_zeros
+from loader.model import (
+    concrete,
+    eager_call,
+    leading,
+    load_artifact,
+    named_tensors,
+    pad_zeros,
+)
 
 from .cache import CompileCache, key_of
 from .elf import needed_libraries
@@ -434,8 +441,7 @@ def _select(
 
     sizes = dict(zip(mr.dims, bucket, strict=True))
     xs = _random_inputs(mr, sizes, place, torch.Generator(device="cpu").manual_seed(mr.seed))
-    named = dict(model.named_parameters(remove_duplicate=False))
-    named.update(dict(model.named_buffers(remove_duplicate=False)))
+    named = named_tensors(model)
     names = [w.name for w in wspec]
     device = torch.device(place.device)
     with torch.no_grad():
@@ -615,8 +621,7 @@ def _weights(model: Any, ep: Any, mr: ModelRecipe, where: str) -> tuple[list[Any
     """The lifted inputs in graph-signature order: (tensors, manifest records)."""
     from torch.export.graph_signature import InputKind
 
-    named = dict(model.named_parameters(remove_duplicate=False))
-    named.update(dict(model.named_buffers(remove_duplicate=False)))
+    named = named_tensors(model)
     tensors, records = [], []
     users = 0
     for spec in ep.graph_signature.input_specs:

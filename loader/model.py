@@ -404,6 +404,14 @@ def load_artifact(
         return lambda *xs: list(art(*lifted, *xs))
 
 
+def named_tensors(module: Any) -> dict[str, Any]:
+    """A module's parameters and buffers by name, shared ones under every name (the names
+    torch.export lifts weights by)."""
+    named = dict(module.named_parameters(remove_duplicate=False))
+    named.update(dict(module.named_buffers(remove_duplicate=False)))
+    return named
+
+
 def _module_device(module: Any, file: BundleFile) -> Any:
     for t in (*module.parameters(), *module.buffers()):
         return t.device
@@ -440,8 +448,7 @@ def _choose(manifest: Manifest, spec: ModelSpec, device: Any, torch: Any,
 
 
 def _bind(spec: ModelSpec, module: Any, device: Any, torch: Any, file: BundleFile) -> list[Any]:
-    named = dict(module.named_parameters(remove_duplicate=False))
-    named.update(dict(module.named_buffers(remove_duplicate=False)))
+    named = named_tensors(module)
     want = {w.name for w in spec.weights}
     missing = [w.name for w in spec.weights if w.name not in named]
     extra = sorted(n for n in named if n not in want)
