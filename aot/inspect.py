@@ -126,11 +126,13 @@ def _model(spec: ModelSpec) -> list[str]:
             where = ",".join(f"{d}={x}" for d, x in zip(spec.dims, b.bucket, strict=True))
             err = b.metrics.get("rel_err")
             shown = f"rel err {err:.1e}" if isinstance(err, float) else ""
-            served = b.entry if b.impl == "compiled" else "eager: the service's module"
-            m = b.metrics
-            if "compiled_us" in m:
-                eager = f"{m['eager_us']} µs" if "eager_us" in m else "not servable"
-                shown += f", {m['compiled_us']} µs compiled, eager {eager}"
+            what = b.entry if b.impl == "compiled" else "the service's module"
+            served = f"{b.impl} {'graph' if b.graph else 'direct'}: {what}"
+            timed = b.metrics.get("timed_us", {})
+            if timed:
+                shown += ", timed " + ", ".join(f"{k} {v} µs" for k, v in timed.items())
+            for k in b.metrics.get("not_servable", {}):
+                shown += f", {k} not servable"
             out.append(f"    {where:<24} {served}  {shown}")
     out.append("")
     return out

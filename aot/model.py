@@ -34,8 +34,9 @@ build checks that rather than trusting the recipe. Both checks run the bytes tha
 loaded by ``loader.model.load_artifact``, the loader's own code.
 
 Then, with ``[model].select = "fastest"`` (the default), each bucket's artifact is timed
-against the module's own eager forward, both as the loader serves them, and the faster
-ships (aot/model_select.py): a bucket served eager has no artifact in the bundle.
+against the module's own eager forward, each replayed from a CUDA graph and (eager) called
+directly, as the loader serves them, and the fastest is what the bucket serves
+(aot/model_select.py): a bucket served eager has no artifact in the bundle.
 
 The recipe table (``[model]``) is parsed here too, without importing torch.
 """
@@ -73,7 +74,7 @@ from loader.model import (
 from .cache import CompileCache, key_of
 from .elf import needed_libraries
 from .errors import BuildError
-from .model_select import Choice, measure
+from .model_select import Choice, Serving, measure
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -311,8 +312,8 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
         buckets: list[mf.ModelBucket] = []
         report += [f"### {place.target} ({place.name})", "",
                    "| bucket | compile s | bytes | rel err | padded from | rel err padded | "
-                   "compiled µs | eager µs | serves |",
-                   "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                   "timed µs | serves |",
+                   "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         keys = {b: bucket_key(mr, sources, place, b, str(torch.__version__)) for b in grid}
         hits = {b: _cached(cache, keys[b]) for b in grid}
         missing = [b for b in grid if hits[b] is None]
@@ -343,29 +344,27 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
                 raise BuildError(f"[model] at {where}: the export graph's parameters differ "
                                  "from the first bucket's; the module must not depend on "
                                  "shapes for which weights it uses")  # fmt: skip
-            impl, times = "compiled", ["", ""]
+            serving, timed = Serving("compiled", place.device != "cpu"), ""
             if mr.select == "fastest":  # measured at every build, never cached
                 if model is None:
                     model, reference = _instantiate(mr, factory, place)
                 choice = _select(mr, model, place, bucket, data, wspec, where)
-                impl = choice.impl
-                metrics = {**metrics, "compiled_us": round(choice.compiled_us, 1)}
-                times = [f"{choice.compiled_us:.1f}", f"{choice.eager_us:.1f}"]
-                if choice.eager_error:  # kept compiled; say why eager was not timed
-                    metrics["eager_error"] = choice.eager_error[:300]
-                    times[1] = "not servable: " + choice.eager_error[:80].replace("|", "/")
-                else:
-                    metrics["eager_us"] = round(choice.eager_us, 1)
+                serving = choice.serving
+                timed_us = {k: round(v, 1) for k, v in choice.times_us.items()}
+                metrics = {**metrics, "timed_us": timed_us}
+                if choice.errors:  # out of the running; say why
+                    metrics["not_servable"] = {k: v[:300] for k, v in choice.errors.items()}
+                timed = _timed_cell(choice)
             entry = ""
-            if impl == "compiled":
+            if serving.impl == "compiled":
                 entry = entry_name(place.target, mr.dims, bucket)
                 payloads[entry] = data
-            buckets.append(mf.ModelBucket(bucket, entry, metrics, impl))
+            buckets.append(mf.ModelBucket(bucket, entry, metrics, serving.impl, serving.graph))
             compile_s = "cached" if from_cache else f"{metrics['compile_s']:.1f}"
             report.append(
-                f"| {where} | {compile_s} | {len(data) if impl == 'compiled' else 'none'} | "
+                f"| {where} | {compile_s} | {len(data) if entry else 'none'} | "
                 f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "
-                f"{_fmt(metrics.get('pad_rel_err'))} | {times[0]} | {times[1]} | {impl} |"
+                f"{_fmt(metrics.get('pad_rel_err'))} | {timed} | {serving.label} |"
             )
         report.append("")
         artifacts.append(
@@ -435,8 +434,8 @@ def _select(
     mr: ModelRecipe, model: Any, place: _Place, bucket: tuple[int, ...], data: bytes,
     wspec: Sequence[mf.ModelWeight], where: str,
 ) -> Choice:  # fmt: skip
-    """The bucket's compiled artifact timed against the module's eager forward, both as
-    the loader serves them (aot/model_select.py)."""
+    """The bucket's compiled artifact timed against the module's eager forward, each
+    served as the loader can serve it (aot/model_select.py)."""
     import torch
 
     sizes = dict(zip(mr.dims, bucket, strict=True))
@@ -455,6 +454,13 @@ def _select(
                 f"it{served}: {exc!r}. The loader would fail the same way; "
                 '[model].select = "compiled" skips this timing'
             ) from exc
+
+
+def _timed_cell(choice: Choice) -> str:
+    """The report's "timed µs" cell: each candidate's median, or why it was not timed."""
+    cells = [f"{k} {v:.1f}" for k, v in choice.times_us.items()]
+    cells += [f"{k}: not servable ({v[:80]})" for k, v in choice.errors.items()]
+    return "; ".join(cells).replace("|", "/")
 
 
 def _random_inputs(mr: ModelRecipe, sizes: Mapping[str, int], place: _Place, gen: Any) -> list[Any]:

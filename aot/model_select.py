@@ -1,4 +1,5 @@
-"""Per bucket, the faster of the compiled artifact and the module's own eager forward.
+"""Per bucket, the fastest way to serve it: the compiled artifact, or the module's own
+eager forward, each with or without a CUDA graph.
 
 Why. Compiled is not always faster. On the H200, the transformer layer of
 ``recipes/layer.toml``, compiled by AOTInductor at max-autotune, ran 0.82-0.90x eager
@@ -7,101 +8,143 @@ matmuls are the cause: eager's ``F.linear`` runs cuBLASLt kernels with the bias 
 (288 µs for the layer's four matmuls at 8192 rows), while Inductor's C++ wrapper offers
 only Triton templates and an ``addmm`` that adds the bias separately (its faster
 ``bias_addmm`` choice has no C++ implementation), and its best took 337 µs. At small
-sizes the compiled artifact wins by 1.3-3.5x (fused kernels, no launch gaps).
+sizes the compiled artifact wins by 1.3-3.5x (fused kernels, no launch gaps). And a CUDA
+graph is not free either: replaying one means copying the call's inputs into the graph's
+static buffers and its outputs out of them, which at 32 x 2048 rows costs more than the
+launches it saves. The module called directly needs neither copy, nor padding.
 
-So with ``[model].select = "fastest"`` (the default) the build times both, the way the
-loader serves them: on CUDA each captured once as a CUDA graph over static inputs and
-replayed (``loader.model.capture_graph``); on the CPU called directly. Calls alternate
-between the two in rounds, so a clock or thermal drift falls on both alike. The median
-wins; the bundle records both times, and the loser ships nothing (an eager bucket has no
-artifact: the loader replays the service's own module). Nothing about the choice is
-cached: every build measures it again on its own GPU. A forward that cannot be captured
-as a CUDA graph (one that synchronizes with the host, say) cannot be served eager: the
-bucket stays compiled, and the report says why.
+So with ``[model].select = "fastest"`` (the default) the build times every candidate
+(``candidates``) the way the loader serves it: a graph candidate copies the inputs in,
+replays the graph (``loader.model.capture_graph``, the loader's own capture) and copies
+the outputs out; a direct one calls the artifact or the module. Calls alternate between
+the candidates in rounds, so a clock or thermal drift falls on all alike. The smallest
+median wins; the bundle records every time, and only a compiled winner ships its artifact
+(an eager bucket has none: the loader runs the service's own module). Nothing about the
+choice is cached: every build measures it again on its own GPU. A candidate that fails as
+served (an eager forward that synchronizes with the host cannot be captured, say) is out,
+and the report says why; a compiled artifact that fails as served fails the build.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from loader.model import capture_graph
 
-ROUNDS = 5  # alternations between the two implementations
+ROUNDS = 5  # alternations between the candidates
 PER_ROUND = 10  # timed calls of each in a round
 WARMUP = 5  # untimed calls of each before the first round
 
 
 @dataclass(frozen=True)
+class Serving:
+    """How the loader serves a bucket: ``impl`` (loader.manifest.MODEL_IMPLS: the
+    "compiled" artifact or the module's "eager" forward), and whether it replays a CUDA
+    graph of it (``graph``; CUDA only) or calls it directly."""
+
+    impl: str
+    graph: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.impl} {'graph' if self.graph else 'direct'}"
+
+
+def candidates(device_type: str) -> tuple[Serving, ...]:
+    """What the build times, in order of preference on a tie. (A compiled artifact called
+    directly on CUDA pays the padding and launches of a graph and saves only its copies:
+    never the fastest at the sizes where the copies matter, so it is not timed.)"""
+    if device_type == "cuda":
+        return Serving("compiled", True), Serving("eager", True), Serving("eager", False)
+    return Serving("compiled", False), Serving("eager", False)
+
+
+@dataclass(frozen=True)
 class Choice:
-    impl: str  # loader.manifest.MODEL_IMPLS: "compiled" or "eager"
-    compiled_us: float  # median of one call, as served
-    eager_us: float  # NaN when eager could not be served (eager_error)
-    eager_error: str = ""
+    serving: Serving
+    times_us: Mapping[str, float]  # label -> median µs of one call, as served
+    errors: Mapping[str, str]  # label -> why that candidate cannot be served (not timed)
 
 
-def choose(compiled_us: float, eager_us: float) -> str:
-    """The implementation to ship: eager only when it measured strictly faster."""
-    return "eager" if eager_us < compiled_us else "compiled"
+def choose(times_us: Mapping[Serving, float]) -> Serving:
+    """The fastest; a tie goes to the candidate listed first (compiled before eager)."""
+    return min(times_us, key=times_us.__getitem__)
 
 
 def measure(
     torch: Any, compiled: Callable[..., list[Any]], eager: Callable[..., list[Any]],
     inputs: Sequence[Any], device: Any,
 ) -> Choice:  # fmt: skip
-    """Time ``compiled`` and ``eager`` (each ``run(*inputs) -> outputs``) as served. An
-    error serving ``compiled`` propagates (the loader could not serve it either); one
-    serving ``eager`` makes the choice ``compiled``."""
-    calls = [_served(torch, compiled, inputs, device)]
-    try:
-        calls.append(_served(torch, eager, inputs, device))
-    except Exception as exc:  # e.g. torch's "operation not permitted when stream is capturing"
-        only = statistics.median(calls[0](WARMUP + ROUNDS * PER_ROUND)[WARMUP:])
-        return Choice("compiled", only, float("nan"), f"{type(exc).__name__}: {exc}")
-    for call in calls:
+    """Time every candidate serving of ``compiled`` and ``eager`` (each ``run(*inputs) ->
+    outputs``) at ``inputs``. An error serving ``compiled`` propagates (the loader could
+    not serve it either); an eager candidate that fails is left out, with the reason."""
+    runs = {"compiled": compiled, "eager": eager}
+    calls: dict[Serving, Callable[[int], list[float]]] = {}
+    errors: dict[str, str] = {}
+    for s in candidates(device.type):
+        try:
+            calls[s] = _served(torch, runs[s.impl], inputs, device, s.graph)
+        except Exception as exc:  # e.g. torch's "operation not permitted when stream is capturing"
+            if s.impl == "compiled":
+                raise
+            errors[s.label] = f"{type(exc).__name__}: {exc}"
+    for call in calls.values():
         call(WARMUP)
-    times: list[list[float]] = [[], []]
+    times: dict[Serving, list[float]] = {s: [] for s in calls}
     for _ in range(ROUNDS):
-        for i, call in enumerate(calls):
-            times[i] += call(PER_ROUND)
-    c, e = (statistics.median(t) for t in times)
-    return Choice(choose(c, e), c, e)
+        for s, call in calls.items():
+            times[s] += call(PER_ROUND)
+    medians = {s: statistics.median(t) for s, t in times.items()}
+    return Choice(choose(medians), {s.label: m for s, m in medians.items()}, errors)
 
 
 def _served(
-    torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any
+    torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any, graph: bool
 ) -> Callable[[int], list[float]]:
-    """A function timing n calls of ``run`` as the loader makes them: µs of each. (The
-    loader's copies into the graph's input buffers and out of its outputs are the same
-    for both implementations, so they are left out.)"""
-    if device.type != "cuda":
-        run(*inputs)  # fails here, as a capture would on CUDA, if it cannot be served
+    """A function timing n calls of ``run`` as the loader makes them (µs of each): from a
+    CUDA graph (inputs copied in, outputs copied out) or directly. Fails here, as the
+    loader would, if ``run`` cannot be served that way."""
+    if graph:
+        static = [x.clone() for x in inputs]
+        replayed, outs = capture_graph(torch, run, static, device)
 
-        def direct(n: int) -> list[float]:
+        def call() -> Any:
+            for buf, x in zip(static, inputs, strict=True):
+                buf.copy_(x)
+            replayed.replay()
+            return [o.clone() for o in outs]
+    else:
+        run(*inputs)
+
+        def call() -> Any:
+            return run(*inputs)
+
+    if device.type != "cuda":
+
+        def on_host(n: int) -> list[float]:
             out = []
             for _ in range(n):
                 t = time.perf_counter()
-                run(*inputs)
+                call()
                 out.append((time.perf_counter() - t) * 1e6)
             return out
 
-        return direct
-    static = [x.clone() for x in inputs]
-    graph, _ = capture_graph(torch, run, static, device)
+        return on_host
 
-    def replay(n: int) -> list[float]:
+    def on_gpu(n: int) -> list[float]:
         out = []
         for _ in range(n):  # each from an idle GPU, as the loader's latency is measured
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
             start.record()
-            graph.replay()
+            call()
             end.record()
             end.synchronize()
             out.append(start.elapsed_time(end) * 1000)
         return out
 
-    return replay
+    return on_gpu

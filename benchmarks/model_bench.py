@@ -178,7 +178,7 @@ def latencies(
             ref = m(x)
             err = float((runner(x).float() - ref.float()).abs().max() / ref.float().abs().max())
             bucket = runner.bucket_for(runner.sizes([x]))
-            row = {"batch": b, "seq": t, "rel_err": err, "serves": bucket.impl,
+            row = {"batch": b, "seq": t, "rel_err": err, "serves": bucket.serves,
                    "eager_us": _median_us(torch, lambda: m(x), reps),  # noqa: B023
                    "max_autotune_us": _median_us(torch, lambda: compiled(x), reps)  # noqa: B023
                    if compile_at is None or (b, t) in compile_at else float("nan"),

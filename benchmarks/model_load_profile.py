@@ -82,6 +82,8 @@ def main() -> None:
     captures = []
     with torch.no_grad():
         for i, b in enumerate(buckets):
+            if not b.replays:  # served directly: nothing to capture
+                continue
             s = time.perf_counter()
             if i == 0 and args.profile and not args.threads:
                 import cProfile

@@ -563,19 +563,21 @@ class ModelWeight:
 
 @dataclass(frozen=True)
 class ModelBucket:
-    """One bucket: ``bucket`` holds one upper bound per dimension. ``impl`` says how it is
-    served (MODEL_IMPLS): ``compiled``, from the artifact in ``entry``; ``eager``, by the
-    service's module itself (no artifact; ``entry`` is empty), because the build measured
-    that faster on its GPU (``metrics`` holds both times)."""
+    """One bucket: ``bucket`` holds one upper bound per dimension. ``impl`` says what serves
+    it (MODEL_IMPLS): ``compiled``, the artifact in ``entry``; ``eager``, the service's
+    module itself (no artifact; ``entry`` is empty). ``graph``: on CUDA, replayed from a
+    CUDA graph captured once, or (false) called directly. The build chose the pair that
+    measured fastest on its GPU (``metrics["timed_us"]`` holds every time)."""
 
     bucket: tuple[int, ...]
     entry: str
     metrics: Mapping[str, Any] = field(default_factory=dict)
     impl: str = "compiled"
+    graph: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {"bucket": list(self.bucket), "entry": self.entry, "impl": self.impl,
-                "metrics": dict(self.metrics)}  # fmt: skip
+                "graph": self.graph, "metrics": dict(self.metrics)}  # fmt: skip
 
     @staticmethod
     def from_json(obj: Any, where: str) -> ModelBucket:
@@ -591,7 +593,10 @@ class ModelBucket:
             raise ManifestError(f"manifest: {where}: an eager bucket must have no entry")
         if impl == "compiled" and not entry:
             raise ManifestError(f"manifest: {where}: a compiled bucket must name its entry")
-        return ModelBucket(tuple(bucket), entry, dict(obj.get("metrics", {})), impl)
+        graph = obj.get("graph", True)  # bundles from before direct buckets: all graphs
+        if not isinstance(graph, bool):
+            raise ManifestError(f"manifest: {where}.graph must be true or false")
+        return ModelBucket(tuple(bucket), entry, dict(obj.get("metrics", {})), impl, graph)
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,16 @@ compiler module imported at all.
 
 A bucket the build measured faster in eager PyTorch than compiled (recipe ``select``,
 e.g. where cuBLASLt's fused-bias matmuls beat Inductor's kernels) has no artifact: it is
-served by the module's own ``forward``, captured and replayed the same way.
+served by the module's own ``forward``.
 
 Per call: the bucket is the smallest one at or above each dimension's size; a dimension
 listed in the recipe's ``pad`` may be smaller than its bucket (the input is padded with
 zeros at the end and the outputs sliced back), any other must equal a bucket bound. On
-CUDA each bucket's artifact is captured once as a CUDA graph over static input buffers
-(at first use or ``warmup``) and replayed; on the CPU the artifact is called directly.
+CUDA a bucket is captured once as a CUDA graph over static input buffers (at first use or
+``warmup``) and replayed, unless the build measured it faster called directly (a large
+bucket, where the graph's copies in and out cost more than the launches it saves): an
+eager bucket called directly runs the module on the call's own tensors, unpadded. On the
+CPU every bucket is called directly.
 The weights are the module's own tensors, bound by name at load and read in place: update
 them in place (``copy_``), never reassign a parameter, or the graphs read stale memory.
 """
@@ -39,7 +42,7 @@ from .args import TORCH_NAMES
 from .dispatch import bucket_index, flat_bucket, name_match
 from .errors import ArgumentError, BundleError, NoTargetError
 from .format import BundleFile
-from .manifest import Manifest, ManifestError, ModelArtifacts, ModelSpec
+from .manifest import Manifest, ManifestError, ModelArtifacts, ModelBucket, ModelSpec
 
 
 def _torch() -> Any:
@@ -66,7 +69,8 @@ def load_model(
     ``copy_outputs=False`` returns, from a CUDA graph, the graph's own output tensors (sliced
     views of them after padding) instead of copies: one copy less per call, but they are
     overwritten by the bucket's next call, as with ``torch.compile``'s CUDA graphs. Use
-    them, or clone them, before calling the model again.
+    them, or clone them, before calling the model again. (A bucket called directly returns
+    fresh tensors either way.)
     """
     file, owned = _open(source)
     try:
@@ -105,11 +109,14 @@ class _Bucket:
     """One bucket: its artifact (or the module's forward, for an eager bucket), loaded at
     first use, and on CUDA its captured graph."""
 
-    def __init__(self, bounds: tuple[int, ...], entry: str, impl: str, dims: Sequence[str]):
-        self.bounds = bounds
-        self.full = dict(zip(dims, bounds, strict=True))  # each dimension's size here
-        self.entry = entry
-        self.impl = impl  # "compiled" (the artifact in entry) or "eager" (module.forward)
+    def __init__(self, spec: ModelBucket, dims: Sequence[str], use_graphs: bool):
+        self.bounds = spec.bucket
+        self.full = dict(zip(dims, self.bounds, strict=True))  # each dimension's size here
+        self.entry = spec.entry
+        self.impl = spec.impl  # "compiled" (the artifact in entry) or "eager" (module.forward)
+        self.replays = use_graphs and spec.graph  # else called directly
+        # how it is served, as the build's report names it
+        self.serves = f"{self.impl} {'graph' if self.replays else 'direct'}"
         self.lock = threading.Lock()
         self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact, eager_call)
         self.graph: Any = None
@@ -139,8 +146,7 @@ class ModelRunner:
         self.weights = _bind(spec, module, self.device, torch, file)
         self.module = module  # serves the buckets built as eager
         self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
-        self._buckets = [_Bucket(b.bucket, b.entry, b.impl, spec.dims)
-                         for b in self.artifacts.buckets]  # fmt: skip
+        self._buckets = [_Bucket(b, spec.dims, self.use_graphs) for b in self.artifacts.buckets]
         # input shapes -> (bucket, sizes, padded): a shape seen before skips the per-
         # dimension checks and the bucket search (dtype and device are still checked)
         self._routes: dict[tuple[Any, ...], tuple[_Bucket, dict[str, int], bool]] = {}
@@ -222,8 +228,10 @@ class ModelRunner:
         b, sizes, padded = self._route(inputs)
         with self.torch.no_grad(), b.lock:
             self._ensure(b)
-            if self.use_graphs:
+            if b.replays:
                 outs = self._replay(b, inputs, sizes, padded)
+            elif b.impl == "eager":  # the module itself: any size, no padding, fresh outputs
+                outs = b.run(*inputs)
             else:
                 args = list(inputs)
                 if padded:
@@ -269,7 +277,7 @@ class ModelRunner:
         """Load the bucket's artifact (and capture its graph); the caller holds b.lock."""
         if b.run is None:
             b.run = eager_call(self.module) if b.impl == "eager" else self._load(b.entry)
-        if self.use_graphs and b.graph is None:
+        if b.replays and b.graph is None:
             self._capture(b)
 
     def _capture(self, b: _Bucket) -> None:

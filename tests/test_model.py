@@ -408,19 +408,22 @@ def _build_fastest(tmp_path: Path) -> tuple[Path, Any, set[str]]:
 
 
 def test_fastest_times_each_bucket_and_ships_what_it_chose(tmp_path: Path) -> None:
-    """select = "fastest" times every bucket, compiled against eager, on this machine (the
-    CPU here: which wins is the machine's business); each bucket records both times, ships
-    an artifact exactly when compiled won, and the bundle serves every size like eager."""
-    from aot.model_select import choose
+    """select = "fastest" times every candidate serving of every bucket on this machine
+    (the CPU here, both called directly: which wins is the machine's business); each bucket
+    records every time, ships an artifact exactly when compiled won, and the bundle serves
+    every size like eager."""
+    from aot.model_select import Serving, candidates, choose
 
     out, arts, entries = _build_fastest(tmp_path)
     for b in arts.buckets:
-        c, e = b.metrics["compiled_us"], b.metrics["eager_us"]
-        assert c > 0 and e > 0 and b.impl == choose(c, e)
+        timed = b.metrics["timed_us"]
+        assert list(timed) == ["compiled direct", "eager direct"] and min(timed.values()) > 0
+        won = choose({s: timed[s.label] for s in candidates("cpu")})
+        assert Serving(b.impl, b.graph) == won
         assert (b.entry in entries) if b.impl == "compiled" else b.entry == ""
     assert entries == {b.entry for b in arts.buckets if b.entry}
     report = out.with_suffix(".report.md").read_text()
-    assert "| compiled µs | eager µs | serves |" in report
+    assert "| timed µs | serves |" in report and "compiled direct " in report
     _serves_like_eager(out, _module())
 
 
@@ -431,12 +434,14 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     and the loader serves the module's own forward there, padding included; batch 1 stays
     compiled. Loading and calling compile nothing in a fresh process."""
     import aot.model as am
-    from aot.model_select import Choice
+    from aot.model_select import Choice, Serving
 
     def measure(torch: Any, compiled: Any, eager: Any, inputs: Any, device: Any) -> Choice:
         assert [type(x) for x in compiled(*inputs)] == [type(x) for x in eager(*inputs)]
-        batch = inputs[0].shape[0]
-        return Choice("eager", 2.0, 1.0) if batch == 2 else Choice("compiled", 1.0, 2.0)
+        times = {"compiled direct": 2.0, "eager direct": 1.0}
+        if inputs[0].shape[0] == 2:
+            return Choice(Serving("eager", False), times, {})
+        return Choice(Serving("compiled", False), {**times, "compiled direct": 0.5}, {})
 
     monkeypatch.setattr(am, "measure", measure)
     out, arts, entries = _build_fastest(tmp_path)
@@ -445,7 +450,7 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     assert impls[(2, 8)] == impls[(2, 16)] == ("eager", "")
     assert impls[(1, 8)][0] == impls[(1, 16)][0] == "compiled"
     report = out.with_suffix(".report.md").read_text()
-    assert "| batch=2, seq=16 | " in report and "| 2.0 | 1.0 | eager |" in report
+    assert "| compiled direct 2.0; eager direct 1.0 | eager direct |" in report
     _serves_like_eager(out, _module(seed=5))
     counts = _serve_fresh(out, tmp_path)
     assert counts["inductor_codegen"] == counts["triton_compile"] == 0, counts
@@ -470,11 +475,11 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
     monkeypatch.setattr(am, "eager_call", uncapturable)
     out, arts, _ = _build_fastest(tmp_path)
     for b in arts.buckets:
-        assert b.impl == "compiled" and b.metrics["compiled_us"] > 0
-        assert "eager_us" not in b.metrics
-        assert b.metrics["eager_error"].startswith("RuntimeError: operation not permitted")
+        assert b.impl == "compiled" and list(b.metrics["timed_us"]) == ["compiled direct"]
+        (why,) = b.metrics["not_servable"].values()
+        assert why.startswith("RuntimeError: operation not permitted")
     report = out.with_suffix(".report.md").read_text()
-    assert report.count("| not servable: RuntimeError: operation not permitted") == 4
+    assert report.count("eager direct: not servable (RuntimeError: operation not permitted") == 4
 
     def broken(*a: Any, **k: Any) -> Any:
         raise RuntimeError("capture failed")
@@ -488,10 +493,10 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
     assert not (tmp_path / "x.aotc").exists()
 
 
-def test_measure_picks_the_faster_and_ties_go_to_compiled() -> None:
+def test_measure_picks_the_fastest_and_ties_go_to_compiled() -> None:
     import time
 
-    from aot.model_select import choose, measure
+    from aot.model_select import Serving, choose, measure
 
     def slow(*xs: Any) -> list[Any]:
         time.sleep(0.002)
@@ -503,9 +508,14 @@ def test_measure_picks_the_faster_and_ties_go_to_compiled() -> None:
     x = [torch.zeros(2)]
     cpu = torch.device("cpu")
     got = measure(torch, slow, fast, x, cpu)
-    assert got.impl == "eager" and got.compiled_us > 1500 > got.eager_us
-    assert measure(torch, fast, slow, x, cpu).impl == "compiled"
-    assert choose(5.0, 5.0) == "compiled" and choose(5.0, 4.9) == "eager"
+    assert got.serving == Serving("eager", False) and got.errors == {}
+    assert got.times_us["compiled direct"] > 1500 > got.times_us["eager direct"]
+    assert measure(torch, fast, slow, x, cpu).serving == Serving("compiled", False)
+    graph, eager = Serving("compiled", True), Serving("eager", True)
+    direct = Serving("eager", False)
+    assert choose({graph: 5.0, eager: 5.0, direct: 5.0}) == graph
+    assert choose({graph: 5.0, eager: 4.9, direct: 4.9}) == eager
+    assert choose({graph: 5.0, eager: 4.9, direct: 4.8}) == direct
 
 
 def test_unknown_inductor_option_is_refused(tmp_path: Path) -> None:

@@ -153,7 +153,13 @@ def test_kernels_still_required_without_a_model(tmp_path: Path) -> None:
 def test_model_manifest_round_trips() -> None:
     buckets = (
         mf.ModelBucket((1,), "model/H200/batch=1", {"rel_err": 1e-4}),
-        mf.ModelBucket((2,), "", {"compiled_us": 9.0, "eager_us": 8.0}, "eager"),
+        mf.ModelBucket(
+            (2,),
+            "",
+            {"timed_us": {"compiled graph": 9.0, "eager direct": 8.0}},
+            "eager",
+            graph=False,
+        ),
     )
     arts = mf.ModelArtifacts(
         "H200", "cuda", "NVIDIA H200", (9, 0), "2.11.0", "max-autotune", buckets
@@ -183,7 +189,9 @@ def test_model_manifest_round_trips() -> None:
     # bundles written before eager buckets existed: every bucket compiled
     old = spec.to_json()
     del old["artifacts"][0]["buckets"][0]["impl"]
-    assert mf.ModelSpec.from_json(old).artifacts[0].buckets[0].impl == "compiled"
+    del old["artifacts"][0]["buckets"][0]["graph"]
+    first = mf.ModelSpec.from_json(old).artifacts[0].buckets[0]
+    assert first.impl == "compiled" and first.graph is True
     for i, impl, entry, message in [
         (1, "eager", "model/H200/batch=2", "an eager bucket must have no entry"),
         (0, "compiled", "", "a compiled bucket must name its entry"),
@@ -193,6 +201,10 @@ def test_model_manifest_round_trips() -> None:
         bad["artifacts"][0]["buckets"][i].update(impl=impl, entry=entry)
         with pytest.raises(mf.ManifestError, match=message):
             mf.ModelSpec.from_json(bad)
+    bad = spec.to_json()
+    bad["artifacts"][0]["buckets"][1]["graph"] = "no"
+    with pytest.raises(mf.ManifestError, match=r"buckets\[1\].graph must be true or false"):
+        mf.ModelSpec.from_json(bad)
 
 
 def test_example_layer_recipe_parses() -> None:
