@@ -417,7 +417,7 @@ def test_fastest_times_each_bucket_and_ships_what_it_chose(tmp_path: Path) -> No
     out, arts, entries = _build_fastest(tmp_path)
     for b in arts.buckets:
         timed = b.metrics["timed_us"]
-        assert list(timed) == ["compiled direct", "eager direct"] and min(timed.values()) > 0
+        assert sorted(timed) == ["compiled direct", "eager direct"] and min(timed.values()) > 0
         won = choose({s: timed[s.label] for s in candidates("cpu")})
         assert Serving(b.impl, b.graph) == won
         assert (b.entry in entries) if b.impl == "compiled" else b.entry == ""

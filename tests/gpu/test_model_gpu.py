@@ -222,7 +222,7 @@ def test_fastest_times_every_serving_and_eager_buckets_serve_the_module(
     for b in arts.buckets:
         assert b.impl == "eager" and b.graph is graph and b.entry == ""
         timed = b.metrics["timed_us"]
-        assert list(timed) == ["compiled graph", "eager graph", "eager direct"], b.metrics
+        assert sorted(timed) == ["compiled graph", "eager direct", "eager graph"], b.metrics
         assert min(timed.values()) > 0, b.metrics
     r = _fresh(bundle, tmp_path, counting=False)
     print(json.dumps({"graph": graph, **r}))
