@@ -9,7 +9,8 @@ Measures, for recipes/layer.toml (or --recipe):
    each artifact loaded and its CUDA graph captured, one call per bucket), cold and warm
    (a second process); torch.compile default and max-autotune to the first result of ONE
    bucket, cold (empty caches) and warm (the caches the cold run left), at each --compile-at.
-2. Per-bucket latency (CUDA events around one call from an idle GPU, median of --reps):
+2. Per-bucket latency (CUDA events around one call from an idle GPU, median of --reps, the
+   contenders taking turns in rounds):
    eager, torch.compile max-autotune (static shapes, its own CUDA graphs, the recipe's
    Inductor options), aotc (outputs copied, the default) and aotc with copy_outputs=False;
    ratios.
@@ -126,21 +127,27 @@ def time_to_ready(
     return out
 
 
-def _median_us(torch: Any, fn: Any, reps: int) -> float:
-    """Median latency of one call from an idle GPU: CUDA events around it, host time
-    included (the GPU waits for the launches), synchronized between calls."""
-    for _ in range(10):
-        fn()
+def _median_us(torch: Any, fns: dict[str, Any], reps: int, rounds: int = 5) -> dict[str, float]:
+    """Median latency of one call of each of ``fns`` from an idle GPU: CUDA events around
+    it, host time included (the GPU waits for the launches), synchronized between calls.
+    The functions take turns, ``reps // rounds`` calls each per round: at the large buckets
+    the H200's clocks drift over a few seconds of back-to-back work, and timed one after
+    the other the first measured won by up to 10% (benchmarks/RESULTS.md)."""
+    for fn in fns.values():
+        for _ in range(10):
+            fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) * 1000)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            for _ in range(max(1, reps // rounds)):
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                fn()
+                e.record()
+                e.synchronize()
+                times[k].append(s.elapsed_time(e) * 1000)
+    return {k: statistics.median(t) for k, t in times.items()}
 
 
 def latencies(
@@ -178,12 +185,14 @@ def latencies(
             ref = m(x)
             err = float((runner(x).float() - ref.float()).abs().max() / ref.float().abs().max())
             bucket = runner.bucket_for(runner.sizes([x]))
+            fns = {"eager": lambda: m(x), "aotc": lambda: runner(x),  # noqa: B023
+                   "aotc_static": lambda: static(x)}  # noqa: B023 # fmt: skip
+            if compile_at is None or (b, t) in compile_at:
+                fns["max_autotune"] = lambda: compiled(x)  # noqa: B023
+            us = _median_us(torch, fns, reps)
             row = {"batch": b, "seq": t, "rel_err": err, "serves": bucket.serves,
-                   "eager_us": _median_us(torch, lambda: m(x), reps),  # noqa: B023
-                   "max_autotune_us": _median_us(torch, lambda: compiled(x), reps)  # noqa: B023
-                   if compile_at is None or (b, t) in compile_at else float("nan"),
-                   "aotc_us": _median_us(torch, lambda: runner(x), reps),  # noqa: B023
-                   "aotc_static_us": _median_us(torch, lambda: static(x), reps)}  # noqa: B023 # fmt: skip
+                   "eager_us": us["eager"], "max_autotune_us": us.get("max_autotune", float("nan")),
+                   "aotc_us": us["aotc"], "aotc_static_us": us["aotc_static"]}  # fmt: skip
             for k in ("aotc", "aotc_static"):
                 row[f"{k}_vs_eager"] = row["eager_us"] / row[f"{k}_us"]
                 row[f"{k}_vs_max_autotune"] = row["max_autotune_us"] / row[f"{k}_us"]
