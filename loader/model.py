@@ -209,13 +209,14 @@ class ModelRunner:
     # --- calls ------------------------------------------------------------------------
 
     def _route(self, inputs: Sequence[Any]) -> tuple[_Bucket, dict[str, int], bool]:
-        tensor = self.torch.Tensor
-        key = tuple(x.shape if isinstance(x, tensor) else None for x in inputs)
+        # The per-call path: a shape, dtype and device seen before is one dict lookup (a
+        # GPU-bound call served directly pays this before its first kernel starts).
+        try:
+            key = tuple((x.shape, x.dtype, x.device) for x in inputs)
+        except AttributeError:  # not a tensor: sizes() says so
+            key = ()
         route = self._routes.get(key)
-        if route is not None and all(
-            x.dtype == dt and x.device == self.device
-            for x, dt in zip(inputs, self._dtypes, strict=True)
-        ):
+        if route is not None:
             return route
         sizes = self.sizes(inputs)  # every check, with its message
         b = self.bucket_for(sizes)
@@ -226,21 +227,34 @@ class ModelRunner:
 
     def __call__(self, *inputs: Any) -> Any:
         b, sizes, padded = self._route(inputs)
-        with self.torch.no_grad(), b.lock:
-            self._ensure(b)
-            if b.replays:
-                outs = self._replay(b, inputs, sizes, padded)
-            elif b.impl == "eager":  # the module itself: any size, no padding, fresh outputs
-                outs = b.run(*inputs)
-            else:
-                args = list(inputs)
-                if padded:
-                    args = [pad_zeros(self.torch, x, concrete(i.shape, b.full))
-                            for x, i in zip(args, self.spec.inputs, strict=True)]  # fmt: skip
-                outs = b.run(*args)
-                # fresh tensors every call: copied only to make a padded slice contiguous
-                outs = [self._slice(o, i, sizes, padded, padded) for i, o in enumerate(outs)]
+        torch = self.torch
+        grad = torch.is_grad_enabled()  # a service usually calls with it off already
+        if grad:
+            torch.set_grad_enabled(False)
+        try:
+            with b.lock:
+                outs = self._call(b, inputs, sizes, padded)
+        finally:
+            if grad:
+                torch.set_grad_enabled(True)
         return outs[0] if self.spec.single_output else tuple(outs)
+
+    def _call(
+        self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
+    ) -> list[Any]:
+        """One call of bucket ``b``; the caller holds b.lock, with autograd off."""
+        if b.run is None or (b.replays and b.graph is None):
+            self._ensure(b)
+        if b.replays:
+            return self._replay(b, inputs, sizes, padded)
+        if b.impl == "eager":  # the module itself: any size, no padding, fresh outputs
+            return b.run(*inputs)  # type: ignore[no-any-return]
+        args = list(inputs)
+        if padded:
+            args = [pad_zeros(self.torch, x, concrete(i.shape, b.full))
+                    for x, i in zip(args, self.spec.inputs, strict=True)]  # fmt: skip
+        # fresh tensors every call: copied only to make a padded slice contiguous
+        return [self._slice(o, i, sizes, padded, padded) for i, o in enumerate(b.run(*args))]
 
     def _slice(self, out: Any, i: int, sizes: Mapping[str, int], padded: bool,
                copy: bool = True) -> Any:  # fmt: skip

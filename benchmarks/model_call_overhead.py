@@ -1,0 +1,60 @@
+"""What serving a bucket through ``loader.load_model`` costs over calling the module.
+
+    python benchmarks/model_call_overhead.py --bundle artifacts/layer-0.1.0.aotc 4x2048 32x512
+
+For buckets the build chose to serve directly (``eager direct``: the module's own forward),
+the loader adds only its per-call Python (route the shapes to a bucket, autograd off, the
+bucket's lock) before the first kernel starts; from an idle GPU that delay is all of the
+difference. Prints, per shape, the median latency (CUDA events, one call from an idle GPU,
+the contenders taking turns) of the module, the runner, and the route lookup followed by
+the module; then the runner's host time per call with a no-op in place of the module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import timeit
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bundle", type=Path, required=True, help="a bundle of recipes/layer.toml")
+    p.add_argument("shapes", nargs="+", metavar="BxT", help="batch x seq, e.g. 4x2048")
+    p.add_argument("--reps", type=int, default=100)
+    args = p.parse_args()
+    sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "models"), str(ROOT / "benchmarks")]
+    import torch
+    from layer import make_layer
+    from model_bench import _median_us
+
+    import loader
+
+    torch.manual_seed(0)
+    m = make_layer().cuda().half().eval()
+    r = loader.load_model(args.bundle, m, warmup=True)
+    with torch.no_grad():
+        for shape in args.shapes:
+            b, t = (int(v) for v in shape.lower().split("x"))
+            x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
+            fns = {"module": lambda: m(x), "runner": lambda: r(x),  # noqa: B023
+                   "route+module": lambda: (r._route((x,)), m(x))}  # noqa: B023 # fmt: skip
+            us = _median_us(torch, fns, args.reps, rounds=10)
+            serves = r.bucket_for(r.sizes([x])).serves
+            print(json.dumps({"shape": shape, "serves": serves,
+                              **{f"{k}_us": round(v, 1) for k, v in us.items()}}))  # fmt: skip
+        b, t = (int(v) for v in args.shapes[0].lower().split("x"))
+        x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
+        bucket = r.bucket_for(r.sizes([x]))
+        bucket.run, bucket.replays = (lambda *xs: [xs[0]]), False
+        n = 20000
+        host = min(timeit.repeat(lambda: r(x), number=n, repeat=5)) / n * 1e6
+        print(json.dumps({"runner_host_us_noop_module": round(host, 2)}))
+
+
+if __name__ == "__main__":
+    main()
