@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loader.errors import BundleError
 from loader.format import BundleFile
-from loader.manifest import Manifest, ModelSpec, PipelineSpec, describe_shard
+from loader.manifest import Manifest, ModelSpec, PipelineSpec, describe_shard, serving_label
 
 from .errors import BadBundle
 from .targets import label
@@ -127,7 +127,7 @@ def _model(spec: ModelSpec) -> list[str]:
             err = b.metrics.get("rel_err")
             shown = f"rel err {err:.1e}" if isinstance(err, float) else ""
             what = b.entry if b.impl == "compiled" else "the service's module"
-            served = f"{b.impl} {'graph' if b.graph else 'direct'}: {what}"
+            served = f"{serving_label(b.impl, b.graph)}: {what}"
             timed = b.metrics.get("timed_us", {})
             if timed:
                 shown += ", timed " + ", ".join(f"{k} {v} µs" for k, v in timed.items())

@@ -89,9 +89,8 @@ MODEL_KEYS = (
 # list_mode_options). No "cudagraphs" variants: the loader captures the graph itself.
 MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 DEVICES = ("auto", "cuda", "cpu")
-# [model].select: "fastest" times each bucket's compiled artifact against the module's own
-# eager forward (both as the loader serves them) and ships the faster; "compiled" always
-# ships the artifact.
+# [model].select: "fastest" times the ways to serve each bucket (aot/model_select.py) and
+# serves the fastest; "compiled" always serves the artifact.
 SELECT = ("fastest", "compiled")
 # Relative error allowed against the float64 reference (max |out - ref| / max |ref|).
 TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-3, "fp64": 1e-9}
@@ -218,9 +217,9 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
                'configurations), or mode = "default"')  # fmt: skip
     select = raw.get("select", "fastest")
     if select not in SELECT:
-        v.fail(f"{w}.select", f"{select!r}: use one of {', '.join(SELECT)} (fastest: a bucket "
-               "where the module's eager forward measures faster than the compiled artifact "
-               "is served eager, as a CUDA graph)")  # fmt: skip
+        v.fail(f"{w}.select", f"{select!r}: use one of {', '.join(SELECT)} (fastest: each bucket "
+               "serves whichever of the compiled artifact and the module's eager forward, "
+               "from a CUDA graph or called directly, measures fastest)")  # fmt: skip
     return ModelRecipe(
         name=name,
         source=source,

@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loader.manifest import serving_label
 from loader.model import capture_graph
 
 ROUNDS = 5  # alternations between the candidates
@@ -51,7 +52,7 @@ class Serving:
 
     @property
     def label(self) -> str:
-        return f"{self.impl} {'graph' if self.graph else 'direct'}"
+        return serving_label(self.impl, self.graph)
 
 
 def candidates(device_type: str) -> tuple[Serving, ...]:
@@ -123,28 +124,26 @@ def _served(
         def call() -> Any:
             return run(*inputs)
 
-    if device.type != "cuda":
+    on_gpu = device.type == "cuda"
 
-        def on_host(n: int) -> list[float]:
-            out = []
-            for _ in range(n):
-                t = time.perf_counter()
-                call()
-                out.append((time.perf_counter() - t) * 1e6)
-            return out
+    def times(n: int) -> list[float]:
+        return [call_us(torch, call, on_gpu) for _ in range(n)]
 
-        return on_host
+    return times
 
-    def on_gpu(n: int) -> list[float]:
-        out = []
-        for _ in range(n):  # each from an idle GPU, as the loader's latency is measured
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            call()
-            end.record()
-            end.synchronize()
-            out.append(start.elapsed_time(end) * 1000)
-        return out
 
-    return on_gpu
+def call_us(torch: Any, call: Callable[[], Any], on_gpu: bool) -> float:
+    """µs of one ``call()``: on a GPU, CUDA events around it from an idle GPU (host time
+    included: the GPU waits for the launches), as the loader's latency is measured; else
+    the host's clock."""
+    if not on_gpu:
+        t = time.perf_counter()
+        call()
+        return (time.perf_counter() - t) * 1e6
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    end.synchronize()
+    return float(start.elapsed_time(end)) * 1000

@@ -128,11 +128,13 @@ def time_to_ready(
 
 
 def _median_us(torch: Any, fns: dict[str, Any], reps: int, rounds: int = 5) -> dict[str, float]:
-    """Median latency of one call of each of ``fns`` from an idle GPU: CUDA events around
-    it, host time included (the GPU waits for the launches), synchronized between calls.
-    The functions take turns, ``reps // rounds`` calls each per round: at the large buckets
-    the H200's clocks drift over a few seconds of back-to-back work, and timed one after
-    the other the first measured won by up to 10% (benchmarks/RESULTS.md)."""
+    """Median latency of one call of each of ``fns`` from an idle GPU (``call_us``, as the
+    build's selection times it). The functions take turns, ``reps // rounds`` calls each
+    per round: at the large buckets the H200's clocks drift over a few seconds of
+    back-to-back work, and timed one after the other the first measured won by up to 10%
+    (benchmarks/RESULTS.md)."""
+    from aot.model_select import call_us
+
     for fn in fns.values():
         for _ in range(10):
             fn()
@@ -140,13 +142,7 @@ def _median_us(torch: Any, fns: dict[str, Any], reps: int, rounds: int = 5) -> d
     times: dict[str, list[float]] = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
-            for _ in range(max(1, reps // rounds)):
-                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                s.record()
-                fn()
-                e.record()
-                e.synchronize()
-                times[k].append(s.elapsed_time(e) * 1000)
+            times[k] += [call_us(torch, fn, True) for _ in range(max(1, reps // rounds))]
     return {k: statistics.median(t) for k, t in times.items()}
 
 

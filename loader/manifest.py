@@ -500,6 +500,12 @@ MODEL_BACKENDS = ("inductor", "aoti")
 MODEL_IMPLS = ("compiled", "eager")
 
 
+def serving_label(impl: str, graph: bool) -> str:
+    """How a model bucket is served, as the build's report, ``aotc inspect`` and the loader
+    name it: "compiled graph", "eager graph", "eager direct"..."""
+    return f"{impl} {'graph' if graph else 'direct'}"
+
+
 def _dims(raw: Any, where: str) -> tuple[str | int, ...]:
     """A symbolic shape: dimension names and fixed sizes."""
     if not isinstance(raw, list) or not all(

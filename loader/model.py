@@ -42,7 +42,14 @@ from .args import TORCH_NAMES
 from .dispatch import bucket_index, flat_bucket, name_match
 from .errors import ArgumentError, BundleError, NoTargetError
 from .format import BundleFile
-from .manifest import Manifest, ManifestError, ModelArtifacts, ModelBucket, ModelSpec
+from .manifest import (
+    Manifest,
+    ManifestError,
+    ModelArtifacts,
+    ModelBucket,
+    ModelSpec,
+    serving_label,
+)
 
 
 def _torch() -> Any:
@@ -115,8 +122,7 @@ class _Bucket:
         self.entry = spec.entry
         self.impl = spec.impl  # "compiled" (the artifact in entry) or "eager" (module.forward)
         self.replays = use_graphs and spec.graph  # else called directly
-        # how it is served, as the build's report names it
-        self.serves = f"{self.impl} {'graph' if self.replays else 'direct'}"
+        self.serves = serving_label(self.impl, self.replays)
         self.lock = threading.Lock()
         self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact, eager_call)
         self.graph: Any = None
@@ -147,8 +153,8 @@ class ModelRunner:
         self.module = module  # serves the buckets built as eager
         self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
         self._buckets = [_Bucket(b, spec.dims, self.use_graphs) for b in self.artifacts.buckets]
-        # input shapes -> (bucket, sizes, padded): a shape seen before skips the per-
-        # dimension checks and the bucket search (dtype and device are still checked)
+        # input shapes, dtypes and devices -> (bucket, sizes, padded): inputs like ones
+        # seen before skip every check and the bucket search
         self._routes: dict[tuple[Any, ...], tuple[_Bucket, dict[str, int], bool]] = {}
 
     def __repr__(self) -> str:
@@ -243,8 +249,7 @@ class ModelRunner:
         self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
     ) -> list[Any]:
         """One call of bucket ``b``; the caller holds b.lock, with autograd off."""
-        if b.run is None or (b.replays and b.graph is None):
-            self._ensure(b)
+        self._ensure(b)
         if b.replays:
             return self._replay(b, inputs, sizes, padded)
         if b.impl == "eager":  # the module itself: any size, no padding, fresh outputs
@@ -347,8 +352,8 @@ def capture_graph(
     torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any
 ) -> tuple[Any, list[Any]]:
     """``run(*inputs)`` captured as a CUDA graph: (graph, its static outputs). Replaying it
-    reads ``inputs`` (static buffers) and overwrites the outputs. The build times both of a
-    bucket's implementations this way too (aot/model_select.py)."""
+    reads ``inputs`` (static buffers) and overwrites the outputs. The build times a bucket's
+    graph candidates this way too (aot/model_select.py)."""
     side = torch.cuda.Stream(device)
     side.wait_stream(torch.cuda.current_stream(device))
     with torch.cuda.stream(side):
