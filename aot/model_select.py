@@ -16,10 +16,12 @@ launches it saves. The module called directly needs neither copy, nor padding.
 So with ``[model].select = "fastest"`` (the default) the build times every candidate
 (``candidates``) the way the loader serves it: a graph candidate copies the inputs in,
 replays the graph (``loader.model.capture_graph``, the loader's own capture) and copies
-the outputs out; a direct one calls the artifact or the module. Calls alternate between
-the candidates in rounds, so a clock or thermal drift falls on all alike. The smallest
-median wins; the bundle records every time, and only a compiled winner ships its artifact
-(an eager bucket has none: the loader runs the service's own module). Nothing about the
+the outputs out; a direct one calls the artifact or the module. The candidates take turns
+call by call, in an order that rotates (``interleaved``): on the H200 the clocks drift over
+seconds of back-to-back work, and in blocks of ten calls the build once picked a graph by
+0.6% that a later benchmark measured 3% slower. The smallest median wins; the bundle
+records every time, and only a compiled winner ships its artifact (an eager bucket has
+none: the loader runs the service's own module). Nothing about the
 choice is cached: every build measures it again on its own GPU. A candidate that fails as
 served (an eager forward that synchronizes with the host cannot be captured, say) is out,
 and the report says why; a compiled artifact that fails as served fails the build.
@@ -36,9 +38,9 @@ from typing import Any
 from loader.manifest import serving_label
 from loader.model import capture_graph
 
-ROUNDS = 5  # alternations between the candidates
-PER_ROUND = 10  # timed calls of each in a round
-WARMUP = 5  # untimed calls of each before the first round
+CALLS = 50  # timed calls of each candidate
+WARMUP = 5  # untimed calls of each before the first timed one
+Timer = Callable[[], float]  # makes one call, returns its time
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def measure(
     outputs``) at ``inputs``. An error serving ``compiled`` propagates (the loader could
     not serve it either); an eager candidate that fails is left out, with the reason."""
     runs = {"compiled": compiled, "eager": eager}
-    calls: dict[Serving, Callable[[int], list[float]]] = {}
+    calls: dict[Serving, Timer] = {}
     errors: dict[str, str] = {}
     for s in candidates(device.type):
         try:
@@ -93,20 +95,31 @@ def measure(
             if s.impl == "compiled":
                 raise
             errors[s.label] = f"{type(exc).__name__}: {exc}"
-    for call in calls.values():
-        call(WARMUP)
-    times: dict[Serving, list[float]] = {s: [] for s in calls}
-    for _ in range(ROUNDS):
-        for s, call in calls.items():
-            times[s] += call(PER_ROUND)
-    medians = {s: statistics.median(t) for s, t in times.items()}
+    times = interleaved(list(calls.values()), CALLS, WARMUP)
+    medians = {s: statistics.median(t) for s, t in zip(calls, times, strict=True)}
     return Choice(choose(medians), {s.label: m for s, m in medians.items()}, errors)
+
+
+def interleaved(calls: Sequence[Timer], n: int, warmup: int = 0) -> list[list[float]]:
+    """``n`` samples of each of ``calls`` (each returns one measurement), taken in turns:
+    sample i of every call, then sample i + 1, the order rotating by one each turn so that
+    each call runs first equally often. ``warmup`` untimed turns first. Sample i of one
+    call and sample i of another were taken moments apart, so they can be paired."""
+    k = len(calls)
+    out: list[list[float]] = [[] for _ in range(k)]
+    for turn in range(warmup + n):
+        for j in range(k):
+            c = (turn + j) % k
+            t = calls[c]()
+            if turn >= warmup:
+                out[c].append(t)
+    return out
 
 
 def _served(
     torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any, graph: bool
-) -> Callable[[int], list[float]]:
-    """A function timing n calls of ``run`` as the loader makes them (µs of each): from a
+) -> Timer:
+    """A function timing one call of ``run`` as the loader makes it (µs): from a
     CUDA graph (inputs copied in, outputs copied out) or directly. Fails here, as the
     loader would, if ``run`` cannot be served that way."""
     if graph:
@@ -125,11 +138,7 @@ def _served(
             return run(*inputs)
 
     on_gpu = device.type == "cuda"
-
-    def times(n: int) -> list[float]:
-        return [call_us(torch, call, on_gpu) for _ in range(n)]
-
-    return times
+    return lambda: call_us(torch, call, on_gpu)
 
 
 def call_us(torch: Any, call: Callable[[], Any], on_gpu: bool) -> float:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -127,23 +128,38 @@ def time_to_ready(
     return out
 
 
-def _median_us(torch: Any, fns: dict[str, Any], reps: int, rounds: int = 5) -> dict[str, float]:
-    """Median latency of one call of each of ``fns`` from an idle GPU (``call_us``, as the
-    build's selection times it). The functions take turns, ``reps // rounds`` calls each
-    per round: at the large buckets the H200's clocks drift over a few seconds of
-    back-to-back work, and timed one after the other the first measured won by up to 10%
-    (benchmarks/RESULTS.md)."""
-    from aot.model_select import call_us
+def _samples_us(torch: Any, fns: dict[str, Any], reps: int) -> dict[str, list[float]]:
+    """``reps`` latencies (µs) of one call of each of ``fns`` from an idle GPU (``call_us``,
+    as the build's selection times it). The functions take turns call by call, the order
+    rotating (``interleaved``, as the build's selection does): at the large buckets the
+    H200's clocks drift over seconds of back-to-back work, and timed one after the other
+    the first measured won by up to 10% (benchmarks/RESULTS.md). Sample i of each function
+    comes from the same turn, so samples pair up."""
+    from aot.model_select import call_us, interleaved
 
-    for fn in fns.values():
-        for _ in range(10):
-            fn()
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            times[k] += [call_us(torch, fn, True) for _ in range(max(1, reps // rounds))]
-    return {k: statistics.median(t) for k, t in times.items()}
+    timers = [lambda fn=fn: call_us(torch, fn, True) for fn in fns.values()]
+    return dict(zip(fns, interleaved(timers, reps, warmup=10), strict=True))
+
+
+def _median_us(torch: Any, fns: dict[str, Any], reps: int) -> dict[str, float]:
+    return {k: statistics.median(v) for k, v in _samples_us(torch, fns, reps).items()}
+
+
+def paired_ratio(base: list[float], ours: list[float], resamples: int = 2000) -> list[float]:
+    """How many times faster ``ours`` is than ``base``: the median over turns of
+    base_i / ours_i, with a 95% bootstrap interval: [low, median, high]. An interval that
+    contains 1 means the two are not told apart at this noise."""
+    rng = random.Random(0)
+    ratios = [b / o for b, o in zip(base, ours, strict=True)]
+    meds = sorted(statistics.median(rng.choices(ratios, k=len(ratios)))
+                  for _ in range(resamples))  # fmt: skip
+    lo, hi = meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
+    return [lo, statistics.median(ratios), hi]
+
+
+def verdict(ci: list[float]) -> str:
+    """``faster``, ``slower`` or ``tie`` (the 95% interval of ``paired_ratio`` holds 1)."""
+    return "faster" if ci[0] > 1 else "slower" if ci[2] < 1 else "tie"
 
 
 def latencies(
@@ -185,13 +201,18 @@ def latencies(
                    "aotc_static": lambda: static(x)}  # noqa: B023 # fmt: skip
             if compile_at is None or (b, t) in compile_at:
                 fns["max_autotune"] = lambda: compiled(x)  # noqa: B023
-            us = _median_us(torch, fns, reps)
+            got = _samples_us(torch, fns, reps)
+            us = {k: statistics.median(v) for k, v in got.items()}
             row = {"batch": b, "seq": t, "rel_err": err, "serves": bucket.serves,
                    "eager_us": us["eager"], "max_autotune_us": us.get("max_autotune", float("nan")),
                    "aotc_us": us["aotc"], "aotc_static_us": us["aotc_static"]}  # fmt: skip
             for k in ("aotc", "aotc_static"):
                 row[f"{k}_vs_eager"] = row["eager_us"] / row[f"{k}_us"]
                 row[f"{k}_vs_max_autotune"] = row["max_autotune_us"] / row[f"{k}_us"]
+            # paired per turn, with a 95% interval: is aotc faster, slower or a tie?
+            row["aotc_vs_eager_ci"] = paired_ratio(got["eager"], got["aotc"])
+            if "max_autotune" in got:
+                row["aotc_vs_max_autotune_ci"] = paired_ratio(got["max_autotune"], got["aotc"])
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
@@ -205,17 +226,25 @@ def table(ready: dict[str, float], rows: list[dict[str, Any]]) -> list[str]:
         out.append("")
     if rows:
         out += ["| batch | seq | serves | eager µs | max-autotune µs | aotc µs | aotc static µs "
-                "| vs eager | vs max-autotune | static vs max-autotune | rel err |",
-                "|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+                "| vs eager (95% interval) | vs max-autotune (95% interval) | rel err |",
+                "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
         out += [
             f"| {r['batch']} | {r['seq']} | {r.get('serves', 'compiled')} | {r['eager_us']:.1f} | "
-            f"{r['max_autotune_us']:.1f} | "
-            f"{r['aotc_us']:.1f} | {r['aotc_static_us']:.1f} | {r['aotc_vs_eager']:.2f}x | "
-            f"{r['aotc_vs_max_autotune']:.2f}x | {r['aotc_static_vs_max_autotune']:.2f}x | "
+            f"{r['max_autotune_us']:.1f} | {r['aotc_us']:.1f} | {r['aotc_static_us']:.1f} | "
+            f"{_ci(r.get('aotc_vs_eager_ci'), r['aotc_vs_eager'])} | "
+            f"{_ci(r.get('aotc_vs_max_autotune_ci'), r['aotc_vs_max_autotune'])} | "
             f"{r['rel_err']:.1e} |"
             for r in rows
         ]
     return out
+
+
+def _ci(ci: list[float] | None, ratio: float) -> str:
+    """A ratio cell: the paired median with its interval and verdict, else the ratio of
+    medians (rows written before the intervals were)."""
+    if ci is None:
+        return f"{ratio:.2f}x"
+    return f"{ci[1]:.3f}x ({ci[0]:.3f}-{ci[2]:.3f}, {verdict(ci)})"
 
 
 def goals(ready: dict[str, float], rows: list[dict[str, Any]]) -> list[str]:
@@ -231,21 +260,37 @@ def goals(ready: dict[str, float], rows: list[dict[str, Any]]) -> list[str]:
         for shape, v in colds.items():
             out.append(f"INFO max-autotune cold at {shape}: {v:.2f}s, a tenth {v / 10:.2f}s")
     if rows:
-        slow = [r for r in rows if r["aotc_vs_eager"] < 1 or r["aotc_vs_max_autotune"] < 1]
+        # slower: measurably (the paired 95% interval below 1), else by the ratio of medians
+        slow = [r for r in rows if "slower" in _verdicts(r)]
         unmeasured = [
             (r["batch"], r["seq"]) for r in rows if r["max_autotune_us"] != r["max_autotune_us"]
         ]  # NaN: torch.compile not run there
         if unmeasured:
             out.append(f"NOTE torch.compile max-autotune latency not measured at {unmeasured}")
+        ties = [(r["batch"], r["seq"]) for r in rows if r not in slow and "tie" in _verdicts(r)]
         out.append(
             f"{'PASS' if not slow else 'FAIL'} every bucket >= eager and max-autotune"
             + (f" (not: {[(r['batch'], r['seq']) for r in slow]})" if slow else "")
+            + (f"; within noise (95% interval holds 1.0) at {ties}" if ties else "")
         )
         b1 = [r for r in rows if r["batch"] == 1]
         bad = [r for r in b1 if r["aotc_vs_eager"] < 2]
         out.append(f"{'PASS' if b1 and not bad else 'FAIL'} batch 1 >= 2x eager"
                    + (f" (not: {[(r['seq'], round(r['aotc_vs_eager'], 2)) for r in bad]})"
                       if bad else ""))  # fmt: skip
+    return out
+
+
+def _verdicts(r: dict[str, Any]) -> list[str]:
+    """faster / slower / tie against eager and max-autotune (where measured)."""
+    out = []
+    for base in ("eager", "max_autotune"):
+        ci = r.get(f"aotc_vs_{base}_ci")
+        ratio = r[f"aotc_vs_{base}"]
+        if ci is not None:
+            out.append(verdict(ci))
+        elif ratio == ratio:  # not NaN
+            out.append("slower" if ratio < 1 else "faster")
     return out
 
 

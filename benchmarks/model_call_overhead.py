@@ -6,14 +6,17 @@ For buckets the build chose to serve directly (``eager direct``: the module's ow
 the loader adds only its per-call Python (route the shapes to a bucket, autograd off, the
 bucket's lock) before the first kernel starts; from an idle GPU that delay is all of the
 difference. Prints, per shape, the median latency (CUDA events, one call from an idle GPU,
-the contenders taking turns) of the module, the runner, and the route lookup followed by
-the module; then the runner's host time per call with a no-op in place of the module.
+the contenders taking turns call by call) of the module, the runner, and the route lookup
+followed by the module, and the module's time over the runner's paired per turn with its
+95% interval (``verdict``: faster, slower or tie); then the runner's host time per call
+with a no-op in place of the module.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import timeit
 from pathlib import Path
@@ -30,7 +33,7 @@ def main() -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "models"), str(ROOT / "benchmarks")]
     import torch
     from layer import make_layer
-    from model_bench import _median_us
+    from model_bench import _samples_us, paired_ratio, verdict
 
     import loader
 
@@ -43,10 +46,14 @@ def main() -> None:
             x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
             fns = {"module": lambda: m(x), "runner": lambda: r(x),  # noqa: B023
                    "route+module": lambda: (r._route((x,)), m(x))}  # noqa: B023 # fmt: skip
-            us = _median_us(torch, fns, args.reps, rounds=10)
+            got = _samples_us(torch, fns, args.reps)
             serves = r.bucket_for(r.sizes([x])).serves
+            ci = paired_ratio(got["module"], got["runner"])  # > 1: the runner is faster
             print(json.dumps({"shape": shape, "serves": serves,
-                              **{f"{k}_us": round(v, 1) for k, v in us.items()}}))  # fmt: skip
+                              **{f"{k}_us": round(statistics.median(v), 1)
+                                 for k, v in got.items()},
+                              "runner_vs_module": [round(c, 4) for c in ci],
+                              "verdict": verdict(ci)}))  # fmt: skip
         b, t = (int(v) for v in args.shapes[0].lower().split("x"))
         x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
         bucket = r.bucket_for(r.sizes([x]))

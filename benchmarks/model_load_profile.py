@@ -2,9 +2,10 @@
 
     python benchmarks/model_load_profile.py --bundle artifacts/layer-0.1.0.aotc [--threads 8]
 
-Prints one JSON line: seconds to import torch, to open the bundle and bind the module, and
-per bucket to load its Inductor artifact and to capture its CUDA graph (first bucket
-first: it pays Inductor's one-time set-up). With --threads N the artifacts are loaded by N
+Prints one JSON line: seconds to import torch, to open the bundle and bind the module, per
+bucket to load its Inductor artifact and to capture its CUDA graph (first bucket first: it
+pays Inductor's one-time set-up), then to the first result of each bucket; ``ready_s`` is
+process start to the last of those. With --threads N the artifacts are loaded by N
 threads at once before any capture, to see whether loading parallelizes. --profile PATH
 writes a cProfile of the first bucket's load (pstats, top 40 by cumulative time), and of
 its capture (the first call of the artifact, then the graph) beside it (PATH.capture).
@@ -98,11 +99,18 @@ def main() -> None:
                 runner._capture(b)
             torch.cuda.synchronize()
             captures.append(time.perf_counter() - s)
+        firsts = []  # the first result of each bucket (a direct bucket's first run of its shape)
+        for b in buckets:
+            s = time.perf_counter()
+            runner(torch.randn(*b.bounds, 1024, device="cuda", dtype=torch.half))
+            torch.cuda.synchronize()
+            firsts.append(time.perf_counter() - s)
     ready = time.perf_counter() - T0
     print(json.dumps({
         "threads": args.threads, "import_torch_s": T_TORCH, "module_s": t_module,
         "open_bind_s": t_open, "loads_s": t_loads, "load_each_s": [round(x, 3) for x in loads],
-        "capture_each_s": [round(x, 3) for x in captures], "ready_s": ready,
+        "capture_each_s": [round(x, 3) for x in captures],
+        "first_call_each_s": [round(x, 3) for x in firsts], "ready_s": ready,
         "gpu_mem_gib": torch.cuda.memory_reserved() / 2**30,
     }))  # fmt: skip
 

@@ -12,6 +12,8 @@
 #            build's log holds Inductor's autotuning debug lines (per-choice times)
 #   tests    tests/gpu/test_model_gpu.py (tiny model built here; the layer bundle if built)
 #   profile  benchmarks/model_load_profile.py: where time to ready goes (threads 0 and 8)
+#   overhead benchmarks/model_call_overhead.py at OVERHEAD_SHAPES (the loader against the
+#            module at directly served buckets)
 #   bench    benchmarks/model_bench.py (time to ready and per-bucket latency); BENCH_ARGS
 #   aoti     benchmarks/probe_aoti.py (AOTInductor: does it load here, how fast); AOTI_ARGS
 #            (not in the default stages)
@@ -29,6 +31,14 @@ mkdir -p "$AOTC_CACHE_DIR"
 export TORCHINDUCTOR_CACHE_DIR=${TORCHINDUCTOR_CACHE_DIR:-/tmp/inductor}
 mkdir -p "$TORCHINDUCTOR_CACHE_DIR"
 [[ -f .gpu/inductor-autotune.tar.gz ]] && tar -xzf .gpu/inductor-autotune.tar.gz -C "$TORCHINDUCTOR_CACHE_DIR"
+# The GPU image ships no .pyc files: without a bytecode cache every fresh Python process
+# compiles torch's sources again (seconds of its time to ready), which a deployed image,
+# installed by pip, would not. PYCACHE="" turns this off.
+PYCACHE=${PYCACHE-/tmp/pyc}
+if [[ -n "$PYCACHE" ]]; then
+  export PYTHONPYCACHEPREFIX=$PYCACHE
+  python3 -c 'import torch, torch._dynamo, torch._inductor.standalone_compile, loader, aot.cli'
+fi
 RECIPE=${RECIPE:-recipes/layer.toml}
 BUNDLE=${LAYER_BUNDLE:-$OUT/layer/layer-0.1.0.aotc}
 pack() { tar -czf "$OUT/logs.tar.gz" -C "$OUT" logs && rm -rf "$LOGS"; }
@@ -62,6 +72,11 @@ if [[ " $STAGES " == *" profile "* && -f "$BUNDLE" ]]; then
       benchmarks/model_load_profile.py --bundle "$BUNDLE" --threads $threads \
       --profile "$LOGS/load-profile.txt" 2>>"$LOGS/profile.err" | tee -a "$LOGS/profile.jsonl"
   done
+fi
+if [[ " $STAGES " == *" overhead "* && -f "$BUNDLE" ]]; then
+  python3 benchmarks/model_call_overhead.py --bundle "$BUNDLE" \
+    ${OVERHEAD_SHAPES:-4x2048 16x512 16x2048 32x512 32x2048} 2>>"$LOGS/overhead.err" \
+    | tee "$LOGS/call-overhead.jsonl"
 fi
 if [[ " $STAGES " == *" bench "* && -f "$BUNDLE" ]]; then
   python3 benchmarks/model_bench.py --recipe "$RECIPE" --bundle "$BUNDLE" \

@@ -518,6 +518,26 @@ def test_measure_picks_the_fastest_and_ties_go_to_compiled() -> None:
     assert choose({graph: 5.0, eager: 4.9, direct: 4.8}) == direct
 
 
+def test_interleaved_takes_turns_call_by_call_and_rotates_who_goes_first() -> None:
+    from aot.model_select import interleaved
+
+    log: list[str] = []
+    clock = iter(range(1000))
+
+    def timer(name: str) -> Any:
+        def t() -> float:
+            log.append(name)
+            return float(next(clock))
+
+        return t
+
+    got = interleaved([timer("a"), timer("b"), timer("c")], n=3, warmup=1)
+    # one untimed turn, then three timed ones; each turn starts one further along
+    assert "".join(log) == "abc" + "bca" + "cab" + "abc"
+    # the clock's values 3, 4, 5 went to b, c, a in the first timed turn, and so on
+    assert got == [[5.0, 7.0, 9.0], [3.0, 8.0, 10.0], [4.0, 6.0, 11.0]]
+
+
 def test_unknown_inductor_option_is_refused(tmp_path: Path) -> None:
     text = (DATA / "tiny.toml").read_text() + "options = { max_autotune_gem = true }\n"
     (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
