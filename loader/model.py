@@ -122,6 +122,8 @@ class _Bucket:
         self.entry = spec.entry
         self.impl = spec.impl  # "compiled" (the artifact in entry) or "eager" (module.forward)
         self.replays = use_graphs and spec.graph  # else called directly
+        # the module's own forward, called directly: the runner adds nothing (ModelRunner.__call__)
+        self.module_direct = self.impl == "eager" and not self.replays
         self.serves = serving_label(self.impl, self.replays)
         self.lock = threading.Lock()
         self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact, eager_call)
@@ -133,8 +135,9 @@ class _Bucket:
 
 class ModelRunner:
     """Callable: ``runner(*inputs)`` returns what the module's forward would (a tensor or a
-    tuple of tensors). Thread-safe: a lock per bucket; on CUDA an event orders uses of a
-    bucket's buffers from different streams."""
+    tuple of tensors). Thread-safe: a lock per bucket (none for a bucket the module serves
+    directly: the runner keeps no state for it); on CUDA an event orders uses of a bucket's
+    buffers from different streams."""
 
     def __init__(
         self, file: BundleFile, manifest: Manifest, spec: ModelSpec, module: Any,
@@ -152,6 +155,7 @@ class ModelRunner:
         self.weights = _bind(spec, module, self.device, torch, file)
         self.module = module  # serves the buckets built as eager
         self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
+        self._single = spec.single_output
         self._buckets = [_Bucket(b, spec.dims, self.use_graphs) for b in self.artifacts.buckets]
         # input shapes, dtypes and devices -> (bucket, sizes, padded): inputs like ones
         # seen before skip every check and the bucket search
@@ -218,7 +222,11 @@ class ModelRunner:
         # The per-call path: a shape, dtype and device seen before is one dict lookup (a
         # GPU-bound call served directly pays this before its first kernel starts).
         try:
-            key = tuple((x.shape, x.dtype, x.device) for x in inputs)
+            if len(inputs) == 1:  # the usual case, in half the time of the general one
+                x = inputs[0]
+                key: tuple[Any, ...] = (x.shape, x.dtype, x.device)
+            else:
+                key = tuple((x.shape, x.dtype, x.device) for x in inputs)
         except AttributeError:  # not a tensor: sizes() says so
             key = ()
         route = self._routes.get(key)
@@ -235,6 +243,13 @@ class ModelRunner:
         b, sizes, padded = self._route(inputs)
         torch = self.torch
         grad = torch.is_grad_enabled()  # a service usually calls with it off already
+        if b.module_direct and not grad:
+            # The module itself, on the caller's tensors, unpadded: nothing of the runner's
+            # is shared, so no lock. The shortest path there is, because the buckets served
+            # this way are GPU-bound ones, where every µs of host time before the first
+            # kernel starts adds to the latency (benchmarks/model_call_overhead.py).
+            out = self.module(*inputs)
+            return out if self._single or isinstance(out, tuple) else tuple(out)
         if grad:
             torch.set_grad_enabled(False)
         try:
@@ -243,7 +258,7 @@ class ModelRunner:
         finally:
             if grad:
                 torch.set_grad_enabled(True)
-        return outs[0] if self.spec.single_output else tuple(outs)
+        return outs[0] if self._single else tuple(outs)
 
     def _call(
         self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -451,7 +452,26 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     assert impls[(1, 8)][0] == impls[(1, 16)][0] == "compiled"
     report = out.with_suffix(".report.md").read_text()
     assert "| compiled direct 2.0; eager direct 1.0 | eager direct |" in report
-    _serves_like_eager(out, _module(seed=5))
+    runner = _serves_like_eager(out, _module(seed=5))
+    # served directly, the module's call is all there is: no lock, its own output; with
+    # autograd on (the longer path, which turns it off), an output without a graph
+    x = torch.randn(2, 11, 32)
+    bucket = runner.bucket_for(runner.sizes([x]))
+    assert bucket.module_direct and bucket.serves == "eager direct"
+
+    class NoLock:
+        def __enter__(self) -> None:
+            raise AssertionError("the direct path took the bucket's lock")
+
+        def __exit__(self, *exc: Any) -> None:
+            pass
+
+    bucket.lock = NoLock()  # type: ignore[assignment]
+    with torch.no_grad():
+        torch.testing.assert_close(runner(x), runner.module(x), rtol=0, atol=0)
+    bucket.lock = threading.Lock()
+    y = runner(x)
+    assert y.grad_fn is None and not y.requires_grad and torch.is_grad_enabled()
     counts = _serve_fresh(out, tmp_path)
     assert counts["inductor_codegen"] == counts["triton_compile"] == 0, counts
     assert counts["max_err"] < 1e-5, counts
