@@ -127,7 +127,7 @@ def _model(spec: ModelSpec) -> list[str]:
             err = b.metrics.get("rel_err")
             shown = f"rel err {err:.1e}" if isinstance(err, float) else ""
             what = b.entry if b.impl == "compiled" else "the service's module"
-            served = f"{serving_label(b.impl, b.graph)}: {what}"
+            served = f"{serving_label(b.impl, b.graph, b.mode)}: {what}"
             timed = b.metrics.get("timed_us", {})
             if timed:
                 shown += ", timed " + ", ".join(f"{k} {v} µs" for k, v in timed.items())

@@ -110,12 +110,22 @@ class ModelRecipe:
     buckets: tuple[tuple[int, ...], ...]
     pad: tuple[str, ...]
     outputs: tuple[tuple[str | int, ...], ...]
-    mode: str
-    options: Mapping[str, Any]  # extra Inductor config patches, applied over the mode's
+    modes: tuple[str, ...]  # MODES; each bucket is compiled in each (select picks)
+    options: Mapping[str, Any]  # extra Inductor config patches, applied over each mode's
     tolerance: float
     seed: int
     backend: str = "aoti"  # loader.manifest.MODEL_BACKENDS; the recipe's default
     select: str = "fastest"  # SELECT
+
+    @property
+    def mode(self) -> str:
+        """The recipe's modes as the report and the manifest name them: "max-autotune",
+        "max-autotune+default"."""
+        return "+".join(self.modes)
+
+    def label(self, mode: str) -> str:
+        """How labels name ``mode``'s artifact: by its mode only when there are several."""
+        return mode if len(self.modes) > 1 else ""
 
     @property
     def bucket_grid(self) -> list[tuple[int, ...]]:
@@ -199,8 +209,13 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
         outputs = tuple(shape(o, f"{w}.outputs[{i}]") for i, o in enumerate(outputs_raw))
 
     mode = raw.get("mode", "max-autotune")
-    if mode not in MODES:
-        v.fail(f"{w}.mode", f"{mode!r}: use one of {', '.join(MODES)}")
+    modes = mode if isinstance(mode, list) else [mode]
+    for i, m in enumerate(modes):
+        if not isinstance(m, str) or m not in MODES:
+            at = f"{w}.mode" + (f"[{i}]" if isinstance(mode, list) else "")
+            v.fail(at, f"{m!r}: use one of {', '.join(MODES)}, or a list of them")
+    if not modes or len(set(modes)) != len(modes):
+        v.fail(f"{w}.mode", f"{mode!r}: list each mode once, at least one")
     options = v.table(raw, "options", w)
     tol = raw.get("tolerance", TOLERANCE[str(dtype)])
     if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
@@ -209,7 +224,7 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
     backend = raw.get("backend", "aoti")
     if backend not in mf.MODEL_BACKENDS:
         v.fail(f"{w}.backend", f"{backend!r}: use one of {', '.join(mf.MODEL_BACKENDS)}")
-    if backend == "inductor" and mode == "max-autotune":
+    if backend == "inductor" and "max-autotune" in modes:
         v.fail(f"{w}.backend", '"inductor" with mode "max-autotune": such artifacts tune '
                "their kernels again at the first call in every new process (on the H200, 22 "
                "autotuning runs for the tiny test model), so serving would not start "
@@ -220,6 +235,9 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
         v.fail(f"{w}.select", f"{select!r}: use one of {', '.join(SELECT)} (fastest: each bucket "
                "serves whichever of the compiled artifact and the module's eager forward, "
                "from a CUDA graph or called directly, measures fastest)")  # fmt: skip
+    if select == "compiled" and len(modes) > 1:
+        v.fail(f"{w}.select", f'"compiled" with {len(modes)} modes: which mode serves a bucket '
+               'is decided by timing them; use select = "fastest", or one mode')  # fmt: skip
     return ModelRecipe(
         name=name,
         source=source,
@@ -232,7 +250,7 @@ def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
         buckets=buckets,
         pad=tuple(pad_raw),
         outputs=outputs,
-        mode=str(mode),
+        modes=tuple(str(m) for m in modes),
         options=dict(options),
         tolerance=float(tol),
         seed=seed,
@@ -305,7 +323,12 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
     report = [f"## Model `{mr.name}` ({mr.source_text}, {mr.dtype}, mode {mr.mode}, {backend})",
               ""]  # fmt: skip
     grid = mr.bucket_grid
-    bar = Progress(len(grid) * len(places), f"model {mr.name}", enabled=opts.progress)
+    jobs = [(b, m) for b in grid for m in mr.modes]  # one compilation each
+    bar = Progress(len(jobs) * len(places), f"model {mr.name}", enabled=opts.progress)
+
+    def job_name(job: _Job) -> str:
+        return where_of(mr, job[0]) + (f" [{job[1]}]" if mr.label(job[1]) else "")
+
     for place in places:
         model = reference = None  # made on the first bucket not in the cache
         buckets: list[mf.ModelBucket] = []
@@ -313,53 +336,73 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
                    "| bucket | compile s | bytes | rel err | padded from | rel err padded | "
                    "timed µs | serves |",
                    "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        keys = {b: bucket_key(mr, sources, place, b, str(torch.__version__)) for b in grid}
-        hits = {b: _cached(cache, keys[b]) for b in grid}
-        missing = [b for b in grid if hits[b] is None]
+        tv = str(torch.__version__)
+        keys = {j: bucket_key(mr, sources, place, j[0], tv, j[1]) for j in jobs}
+        hits = {j: _cached(cache, keys[j]) for j in jobs}
+        missing = [j for j in jobs if hits[j] is None]
         devices = _worker_devices(opts, place, len(missing), cache)
         if len(devices) > 1:  # the workers fill the cache; the loop below packs from it
             from .model_pool import compile_in_workers
 
             compile_in_workers(recipe.path, place, devices, missing, keys, cache,
-                               lambda b: bar.advance(where_of(mr, b)))  # fmt: skip
+                               lambda j: bar.advance(job_name(j)))  # fmt: skip
         fresh = set(missing) if len(devices) > 1 else set()
         for bucket in grid:
             where = where_of(mr, bucket)
-            got = hits[bucket]
-            if got is None and bucket in fresh:  # a worker's bucket, read back
-                got = _cached(cache, keys[bucket])
-            if got is None:
-                if model is None:
-                    model, reference = _instantiate(mr, factory, place)
-                got = compile_to_cache(mr, model, reference, place, bucket, cache, keys[bucket])
-            data, metrics, wspec, single = got
-            from_cache = hits[bucket] is not None
-            cached += from_cache
-            if bucket not in fresh:
-                bar.advance(where + (" (cached)" if from_cache else ""))
-            if weights_spec is None:
-                weights_spec, single_output = wspec, single
-            elif wspec != weights_spec:
-                raise BuildError(f"[model] at {where}: the export graph's parameters differ "
-                                 "from the first bucket's; the module must not depend on "
-                                 "shapes for which weights it uses")  # fmt: skip
-            serving, timed = Serving("compiled", place.device != "cpu"), ""
+            arts: dict[str, _Compiled] = {}  # mode -> its verified artifact
+            for mode in mr.modes:
+                job = (bucket, mode)
+                got = hits[job]
+                if got is None and job in fresh:  # a worker's bucket, read back
+                    got = _cached(cache, keys[job])
+                if got is None:
+                    if model is None:
+                        model, reference = _instantiate(mr, factory, place)
+                    got = compile_to_cache(mr, model, reference, place, job, cache, keys[job])
+                if job not in fresh:
+                    bar.advance(job_name(job) + (" (cached)" if hits[job] else ""))
+                wspec, single = got[2], got[3]
+                if weights_spec is None:
+                    weights_spec, single_output = wspec, single
+                elif wspec != weights_spec:
+                    raise BuildError(f"[model] at {where}: the export graph's parameters differ "
+                                     "from the first bucket's; the module must not depend on "
+                                     "shapes for which weights it uses")  # fmt: skip
+                arts[mode] = got
+            all_cached = all(hits[(bucket, m)] is not None for m in mr.modes)
+            cached += all_cached
+            first = mr.modes[0]
+            serving = Serving("compiled", place.device != "cpu", mr.label(first))
+            timed, extra = "", dict[str, Any]()
             if mr.select == "fastest":  # measured at every build, never cached
                 if model is None:
                     model, reference = _instantiate(mr, factory, place)
-                choice = _select(mr, model, place, bucket, data, wspec, where)
+                datas = {mr.label(m): arts[m][0] for m in mr.modes}
+                choice = _select(mr, model, place, bucket, datas, arts[first][2], where)
                 serving = choice.serving
-                timed_us = {k: round(v, 1) for k, v in choice.times_us.items()}
-                metrics = {**metrics, "timed_us": timed_us}
+                extra["timed_us"] = {k: round(v, 1) for k, v in choice.times_us.items()}
                 if choice.errors:  # out of the running; say why
-                    metrics["not_servable"] = {k: v[:300] for k, v in choice.errors.items()}
+                    extra["not_servable"] = {k: v[:300] for k, v in choice.errors.items()}
                 timed = _timed_cell(choice)
+            served = (serving.mode or first) if serving.impl == "compiled" else first
+            data, metrics = arts[served][0], {**arts[served][1], **extra}
+            if len(mr.modes) > 1:  # each mode's compilation, for the record
+                metrics["modes"] = {m: {k: arts[m][1][k] for k in ("compile_s", "rel_err")}
+                                    for m in mr.modes}  # fmt: skip
             entry = ""
             if serving.impl == "compiled":
                 entry = entry_name(place.target, mr.dims, bucket)
                 payloads[entry] = data
-            buckets.append(mf.ModelBucket(bucket, entry, metrics, serving.impl, serving.graph))
-            compile_s = "cached" if from_cache else f"{metrics['compile_s']:.1f}"
+            buckets.append(mf.ModelBucket(bucket, entry, metrics, serving.impl, serving.graph,
+                                          serving.mode))  # fmt: skip
+            compile_s = (
+                "cached"
+                if all_cached
+                else " + ".join(
+                    "cached" if hits[(bucket, m)] else f"{arts[m][1]['compile_s']:.1f}"
+                    for m in mr.modes
+                )
+            )
             report.append(
                 f"| {where} | {compile_s} | {len(data) if entry else 'none'} | "
                 f"{metrics['rel_err']:.2e} | {metrics.get('padded_from', '')} | "
@@ -397,6 +440,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
 
 
 _Compiled = tuple[bytes, dict[str, Any], tuple[mf.ModelWeight, ...], bool]
+_Job = tuple[tuple[int, ...], str]  # (bucket, mode): one compilation
 
 
 def where_of(mr: ModelRecipe, bucket: Sequence[int]) -> str:
@@ -405,13 +449,14 @@ def where_of(mr: ModelRecipe, bucket: Sequence[int]) -> str:
 
 
 def compile_to_cache(
-    mr: ModelRecipe, model: Any, reference: Any, place: _Place, bucket: tuple[int, ...],
+    mr: ModelRecipe, model: Any, reference: Any, place: _Place, job: _Job,
     cache: CompileCache, key: str,
 ) -> _Compiled:  # fmt: skip
-    """Compile and verify one bucket, and store it in ``cache`` under ``key``."""
-    data, metrics, wspec, single = _compile_bucket(
-        mr, model, reference, place, bucket, where_of(mr, bucket)
-    )
+    """Compile and verify one bucket in one mode (``job``), and store it in ``cache`` under
+    ``key``."""
+    bucket, mode = job
+    where = where_of(mr, bucket) + (f", mode {mode}" if mr.label(mode) else "")
+    data, metrics, wspec, single = _compile_bucket(mr, model, reference, place, bucket, mode, where)
     cache.put(key, {"ok": True, "metrics": metrics, "single_output": single,
                     "weights": [w.to_json() for w in wspec]}, data)  # fmt: skip
     return data, metrics, wspec, single
@@ -430,11 +475,12 @@ def _worker_devices(
 
 
 def _select(
-    mr: ModelRecipe, model: Any, place: _Place, bucket: tuple[int, ...], data: bytes,
-    wspec: Sequence[mf.ModelWeight], where: str,
+    mr: ModelRecipe, model: Any, place: _Place, bucket: tuple[int, ...],
+    datas: Mapping[str, bytes], wspec: Sequence[mf.ModelWeight], where: str,
 ) -> Choice:  # fmt: skip
-    """The bucket's compiled artifact timed against the module's eager forward, each
-    served as the loader can serve it (aot/model_select.py)."""
+    """The bucket's compiled artifacts (label -> bytes: ``ModelRecipe.label`` of each mode)
+    timed against the module's eager forward, each served as the loader can serve it
+    (aot/model_select.py)."""
     import torch
 
     sizes = dict(zip(mr.dims, bucket, strict=True))
@@ -443,11 +489,14 @@ def _select(
     names = [w.name for w in wspec]
     device = torch.device(place.device)
     with torch.no_grad():
-        run = load_artifact(torch, mr.backend, data, [named[n] for n in names], names, device)
+        runs = {
+            label: load_artifact(torch, mr.backend, data, [named[n] for n in names], names, device)
+            for label, data in datas.items()
+        }  # fmt: skip
         try:
-            return measure(torch, run, eager_call(model), xs, device)
+            return measure(torch, runs, eager_call(model), xs, device)
         except Exception as exc:
-            served = " (captured as a CUDA graph)" if device.type == "cuda" else ""
+            served = " (from a CUDA graph, or directly)" if device.type == "cuda" else ""
             raise BuildError(
                 f"[model] at {where}: the compiled artifact does not run as the loader serves "
                 f"it{served}: {exc!r}. The loader would fail the same way; "
@@ -526,18 +575,20 @@ def source_digest(source: Path) -> str:
 
 
 def bucket_key(
-    mr: ModelRecipe, sources: str, place: _Place, bucket: tuple[int, ...], torch_version: str
-) -> str:
-    """Content address of one bucket's verified artifact: everything that can change it.
-    Of the other buckets only the size the padding check runs at is in it, so a bucket
-    keeps its entry when buckets are added or removed elsewhere in the grid."""
+    mr: ModelRecipe, sources: str, place: _Place, bucket: tuple[int, ...], torch_version: str,
+    mode: str,
+) -> str:  # fmt: skip
+    """Content address of one bucket's verified artifact in one Inductor ``mode``:
+    everything that can change it. Of the other buckets only the size the padding check
+    runs at is in it, so a bucket keeps its entry when buckets are added or removed
+    elsewhere in the grid (and when other modes are added to the recipe)."""
     sizes = dict(zip(mr.dims, bucket, strict=True))
     return key_of({
         "kind": "model-bucket", "sources": sources, "factory": mr.factory,
         "kwargs": dict(mr.kwargs), "dtype": mr.dtype,
         "inputs": [i.to_json() for i in mr.inputs], "dims": list(mr.dims),
         "padded_from": pad_sizes(mr, sizes), "pad": list(mr.pad),
-        "outputs": [list(o) for o in mr.outputs], "mode": mr.mode,
+        "outputs": [list(o) for o in mr.outputs], "mode": mode,
         "options": dict(mr.options), "tolerance": mr.tolerance, "seed": mr.seed,
         "backend": mr.backend, "cxx": aoti_compiler(mr) if mr.backend == "aoti" else None,
         "bucket": list(bucket), "device": place.device.split(":")[0],
@@ -680,7 +731,7 @@ def rel_err(out: Any, ref: Any) -> float:
 
 def _compile_bucket(
     mr: ModelRecipe, model: Any, reference: Any, place: _Place, bucket: tuple[int, ...],
-    where: str,
+    mode: str, where: str,
 ) -> _Compiled:  # fmt: skip
     import torch
 
@@ -694,7 +745,7 @@ def _compile_bucket(
         except Exception as exc:
             raise BuildError(f"[model] at {where}: torch.export failed: {exc}") from exc
         weights, records = _weights(model, ep, mr, where)
-        patches = dict(torch._inductor.list_mode_options(MODES[mr.mode]))
+        patches = dict(torch._inductor.list_mode_options(MODES[mode]))
         patches.update(mr.options)
 
         def compile_once() -> bytes:

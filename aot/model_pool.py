@@ -35,32 +35,34 @@ from .errors import BuildError
 ERROR_PREFIX = "aotc-model-worker-error: "
 
 
-def deal(buckets: Sequence[tuple[int, ...]], n: int) -> list[list[tuple[int, ...]]]:
-    """``buckets`` split into ``n`` shares of about equal work: the largest first, each to
-    the share with the least so far (the cost of a bucket taken as its element count)."""
-    shares: list[list[tuple[int, ...]]] = [[] for _ in range(n)]
+Job = tuple[tuple[int, ...], str]  # (bucket, Inductor mode): one compilation
+
+
+def deal(jobs: Sequence[Job], n: int) -> list[list[Job]]:
+    """``jobs`` split into ``n`` shares of about equal work: the largest first, each to the
+    share with the least so far (the cost of a job taken as its bucket's element count)."""
+    shares: list[list[Job]] = [[] for _ in range(n)]
     load = [0] * n
-    for b in sorted(buckets, key=math.prod, reverse=True):
+    for j in sorted(jobs, key=lambda j: math.prod(j[0]), reverse=True):
         i = load.index(min(load))
-        shares[i].append(b)
-        load[i] += math.prod(b)
+        shares[i].append(j)
+        load[i] += math.prod(j[0])
     return [s for s in shares if s]
 
 
 def compile_in_workers(
-    recipe_path: Path, place: Any, devices: Sequence[str], buckets: Sequence[tuple[int, ...]],
-    keys: dict[tuple[int, ...], str], cache: CompileCache,
-    done: Callable[[tuple[int, ...]], None],
+    recipe_path: Path, place: Any, devices: Sequence[str], jobs: Sequence[Job],
+    keys: dict[Job, str], cache: CompileCache, done: Callable[[Job], None],
 ) -> None:  # fmt: skip
-    """Compile ``buckets`` into ``cache`` with one worker per device; ``done(bucket)`` is
-    called as each bucket lands. Raises ``BuildError`` with the first failing worker's
-    message, after stopping the others."""
+    """Compile ``jobs`` into ``cache`` with one worker per device; ``done(job)`` is called
+    as each lands. Raises ``BuildError`` with the first failing worker's message, after
+    stopping the others."""
     assert cache.root is not None
     workers: list[tuple[subprocess.Popen[bytes], IO[bytes], str]] = []
-    waiting = {keys[b]: b for b in buckets}
+    waiting = {keys[j]: j for j in jobs}
     with contextlib.ExitStack() as stack:
         stack.callback(_stop, workers)
-        for device, share in zip(devices, deal(buckets, len(devices)), strict=False):
+        for device, share in zip(devices, deal(jobs, len(devices)), strict=False):
             env = dict(os.environ)
             local = device
             if device.startswith("cuda:"):
@@ -68,7 +70,7 @@ def compile_in_workers(
                 local = "cuda:0"
             job = {"recipe": str(recipe_path), "target": place.target, "device": local,
                    "name": place.name, "cc": place.cc, "cache": str(cache.root.parent),
-                   "buckets": share, "parent": os.getpid()}  # fmt: skip
+                   "jobs": share, "parent": os.getpid()}  # fmt: skip
             log: IO[bytes] = stack.enter_context(tempfile.TemporaryFile())
             cmd = [sys.executable, "-m", "aot.model_pool", json.dumps(job)]
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -84,7 +86,7 @@ def compile_in_workers(
             if not finished:
                 time.sleep(0.2)
         if waiting:
-            missing = ", ".join(str(b) for b in waiting.values())
+            missing = ", ".join(f"{b} ({m})" for b, m in waiting.values())
             raise BuildError(f"[model] the build's workers ended without buckets {missing}")
 
 
@@ -120,7 +122,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """One worker: compile its share of buckets into the cache."""
+    """One worker: compile its share of (bucket, mode) jobs into the cache."""
     job = json.loads((sys.argv[1:] if argv is None else argv)[0])
     _die_with_parent(job["parent"])
     from . import model as m
@@ -136,10 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         cache = CompileCache(Path(job["cache"]))
         sources = m.source_digest(mr.source)
         model, reference = m._instantiate(mr, m._factory(mr), place)
-        for raw in job["buckets"]:
+        for raw, mode in job["jobs"]:
             bucket = tuple(raw)
-            key = m.bucket_key(mr, sources, place, bucket, str(torch.__version__))
-            m.compile_to_cache(mr, model, reference, place, bucket, cache, key)
+            key = m.bucket_key(mr, sources, place, bucket, str(torch.__version__), mode)
+            m.compile_to_cache(mr, model, reference, place, (bucket, mode), cache, key)
     except BuildError as exc:
         print(ERROR_PREFIX + str(exc).replace("\n", "\\n"), flush=True)
         return 2

@@ -1,5 +1,5 @@
-"""Per bucket, the fastest way to serve it: the compiled artifact, or the module's own
-eager forward, each with or without a CUDA graph.
+"""Per bucket, the fastest way to serve it: a compiled artifact (one per Inductor mode the
+recipe lists), or the module's own eager forward, each with or without a CUDA graph.
 
 Why. Compiled is not always faster. On the H200, the transformer layer of
 ``recipes/layer.toml``, compiled by AOTInductor at max-autotune, ran 0.82-0.90x eager
@@ -13,6 +13,12 @@ graph is not free either: replaying one means copying the call's inputs into the
 static buffers and its outputs out of them, which at 32 x 2048 rows costs more than the
 launches it saves. The module called directly needs neither copy, nor padding.
 
+Which Inductor mode compiles best also depends on the size. At 32 x 2048 on the H200 the
+layer compiled at mode "default" (cuBLAS matmuls with the bias fused, Triton's fused
+norms and pointwise kernels) and called directly ran 1.043x eager, where max-autotune's
+Triton matmuls lose. So ``[model].mode`` may list several modes; each bucket is compiled
+in each, and each artifact is a candidate.
+
 So with ``[model].select = "fastest"`` (the default) the build times every candidate
 (``candidates``) the way the loader serves it: a graph candidate copies the inputs in,
 replays the graph (``loader.model.capture_graph``, the loader's own capture) and copies
@@ -21,8 +27,8 @@ call by call, in an order that rotates (``interleaved``): on the H200 the clocks
 seconds of back-to-back work, and in blocks of ten calls the build once picked a graph by
 0.6% that a later benchmark measured 3% slower. The smallest median wins; the bundle
 records every time, and only a compiled winner ships its artifact (an eager bucket has
-none: the loader runs the service's own module). Nothing about the
-choice is cached: every build measures it again on its own GPU. A candidate that fails as
+none: the loader runs the service's own module). Nothing about the choice is cached:
+every build measures it again on its own GPU. A candidate that fails as
 served (an eager forward that synchronizes with the host cannot be captured, say) is out,
 and the report says why; a compiled artifact that fails as served fails the build.
 """
@@ -47,23 +53,26 @@ Timer = Callable[[], float]  # makes one call, returns its time
 class Serving:
     """How the loader serves a bucket: ``impl`` (loader.manifest.MODEL_IMPLS: the
     "compiled" artifact or the module's "eager" forward), and whether it replays a CUDA
-    graph of it (``graph``; CUDA only) or calls it directly."""
+    graph of it (``graph``; CUDA only) or calls it directly. ``mode``: which of the
+    recipe's Inductor modes compiled the artifact, when it lists several ("" otherwise,
+    and for eager)."""
 
     impl: str
     graph: bool
+    mode: str = ""
 
     @property
     def label(self) -> str:
-        return serving_label(self.impl, self.graph)
+        return serving_label(self.impl, self.graph, self.mode)
 
 
-def candidates(device_type: str) -> tuple[Serving, ...]:
-    """What the build times, in order of preference on a tie. (A compiled artifact called
-    directly on CUDA pays the padding and launches of a graph and saves only its copies:
-    never the fastest at the sizes where the copies matter, so it is not timed.)"""
-    if device_type == "cuda":
-        return Serving("compiled", True), Serving("eager", True), Serving("eager", False)
-    return Serving("compiled", False), Serving("eager", False)
+def candidates(device_type: str, modes: Sequence[str] = ("",)) -> tuple[Serving, ...]:
+    """What the build times, in order of preference on a tie: each mode's artifact (from a
+    graph, then called directly), then the module (likewise). On the CPU nothing is
+    replayed from a graph."""
+    graphs = (True, False) if device_type == "cuda" else (False,)
+    compiled = [Serving("compiled", g, m) for m in modes for g in graphs]
+    return (*compiled, *(Serving("eager", g) for g in graphs))
 
 
 @dataclass(frozen=True)
@@ -79,18 +88,19 @@ def choose(times_us: Mapping[Serving, float]) -> Serving:
 
 
 def measure(
-    torch: Any, compiled: Callable[..., list[Any]], eager: Callable[..., list[Any]],
-    inputs: Sequence[Any], device: Any,
+    torch: Any, compiled: Mapping[str, Callable[..., list[Any]]],
+    eager: Callable[..., list[Any]], inputs: Sequence[Any], device: Any,
 ) -> Choice:  # fmt: skip
-    """Time every candidate serving of ``compiled`` and ``eager`` (each ``run(*inputs) ->
-    outputs``) at ``inputs``. An error serving ``compiled`` propagates (the loader could
-    not serve it either); an eager candidate that fails is left out, with the reason."""
-    runs = {"compiled": compiled, "eager": eager}
+    """Time every candidate serving of the ``compiled`` artifacts (mode -> ``run``; the
+    mode "" when the recipe names one) and of ``eager`` (each ``run(*inputs) -> outputs``)
+    at ``inputs``. An error serving a compiled artifact propagates (the loader could not
+    serve it either); an eager candidate that fails is left out, with the reason."""
     calls: dict[Serving, Timer] = {}
     errors: dict[str, str] = {}
-    for s in candidates(device.type):
+    for s in candidates(device.type, list(compiled)):
+        run = compiled[s.mode] if s.impl == "compiled" else eager
         try:
-            calls[s] = _served(torch, runs[s.impl], inputs, device, s.graph)
+            calls[s] = _served(torch, run, inputs, device, s.graph)
         except Exception as exc:  # e.g. torch's "operation not permitted when stream is capturing"
             if s.impl == "compiled":
                 raise

@@ -500,10 +500,11 @@ MODEL_BACKENDS = ("inductor", "aoti")
 MODEL_IMPLS = ("compiled", "eager")
 
 
-def serving_label(impl: str, graph: bool) -> str:
+def serving_label(impl: str, graph: bool, mode: str = "") -> str:
     """How a model bucket is served, as the build's report, ``aotc inspect`` and the loader
-    name it: "compiled graph", "eager graph", "eager direct"..."""
-    return f"{impl} {'graph' if graph else 'direct'}"
+    name it: "compiled graph", "eager graph", "eager direct"; with the Inductor mode when
+    the recipe compiled several: "compiled default direct"."""
+    return " ".join(w for w in (impl, mode, "graph" if graph else "direct") if w)
 
 
 def _dims(raw: Any, where: str) -> tuple[str | int, ...]:
@@ -572,18 +573,23 @@ class ModelBucket:
     """One bucket: ``bucket`` holds one upper bound per dimension. ``impl`` says what serves
     it (MODEL_IMPLS): ``compiled``, the artifact in ``entry``; ``eager``, the service's
     module itself (no artifact; ``entry`` is empty). ``graph``: on CUDA, replayed from a
-    CUDA graph captured once, or (false) called directly. The build chose the pair that
-    measured fastest on its GPU (``metrics["timed_us"]`` holds every time)."""
+    CUDA graph captured once, or (false) called directly. ``mode``: the Inductor mode that
+    compiled the artifact, when the recipe compiled several (else empty). The build chose
+    what measured fastest on its GPU (``metrics["timed_us"]`` holds every time)."""
 
     bucket: tuple[int, ...]
     entry: str
     metrics: Mapping[str, Any] = field(default_factory=dict)
     impl: str = "compiled"
     graph: bool = True
+    mode: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"bucket": list(self.bucket), "entry": self.entry, "impl": self.impl,
-                "graph": self.graph, "metrics": dict(self.metrics)}  # fmt: skip
+        out = {"bucket": list(self.bucket), "entry": self.entry, "impl": self.impl,
+               "graph": self.graph, "metrics": dict(self.metrics)}  # fmt: skip
+        if self.mode:
+            out["mode"] = self.mode
+        return out
 
     @staticmethod
     def from_json(obj: Any, where: str) -> ModelBucket:
@@ -602,7 +608,12 @@ class ModelBucket:
         graph = obj.get("graph", True)  # bundles from before direct buckets: all graphs
         if not isinstance(graph, bool):
             raise ManifestError(f"manifest: {where}.graph must be true or false")
-        return ModelBucket(tuple(bucket), entry, dict(obj.get("metrics", {})), impl, graph)
+        mode = obj.get("mode", "")
+        if not isinstance(mode, str) or (mode and impl != "compiled"):
+            raise ManifestError(f"manifest: {where}.mode must be a string, and only a "
+                                "compiled bucket has one")  # fmt: skip
+        metrics = dict(obj.get("metrics", {}))
+        return ModelBucket(tuple(bucket), entry, metrics, impl, graph, mode)
 
 
 @dataclass(frozen=True)
@@ -618,7 +629,7 @@ class ModelArtifacts:
     device_name: str  # the GPU the build ran on ("NVIDIA H200"), or the CPU's description
     cc: tuple[int, int] | None  # compute capability of that GPU; None on the CPU
     torch: str  # torch.__version__ at build
-    mode: str  # Inductor mode: "default" or "max-autotune"
+    mode: str  # the recipe's Inductor mode(s): "default", "max-autotune", "max-autotune+default"
     buckets: tuple[ModelBucket, ...]
     backend: str = "inductor"  # one of MODEL_BACKENDS
 

@@ -124,7 +124,7 @@ class _Bucket:
         self.replays = use_graphs and spec.graph  # else called directly
         # the module's own forward, called directly: the runner adds nothing (ModelRunner.__call__)
         self.module_direct = self.impl == "eager" and not self.replays
-        self.serves = serving_label(self.impl, self.replays)
+        self.serves = serving_label(self.impl, self.replays, spec.mode)
         self.lock = threading.Lock()
         self.run: Any = None  # callable(*inputs) -> list of outputs (load_artifact, eager_call)
         self.graph: Any = None

@@ -333,9 +333,14 @@ def test_workers_die_with_the_build(tmp_path: Path) -> None:
 def test_deal_balances_the_work() -> None:
     from aot.model_pool import deal
 
-    shares = deal([(1, 128), (4, 128), (16, 2048), (32, 2048), (1, 2048)], 2)
-    assert shares == [[(32, 2048)], [(16, 2048), (1, 2048), (4, 128), (1, 128)]]
-    assert deal([(1, 8)], 3) == [[(1, 8)]]
+    d, m = "default", "max-autotune"
+    jobs = [((1, 128), m), ((4, 128), m), ((16, 2048), m), ((32, 2048), m), ((1, 2048), m)]
+    shares = deal(jobs, 2)
+    assert shares == [[((32, 2048), m)],
+                      [((16, 2048), m), ((1, 2048), m), ((4, 128), m), ((1, 128), m)]]  # fmt: skip
+    # two modes of one bucket are two jobs of the same cost, which may go to two workers
+    assert deal([((32, 2048), m), ((32, 2048), d)], 2) == [[((32, 2048), m)], [((32, 2048), d)]]
+    assert deal([((1, 8), d)], 3) == [[((1, 8), d)]]
 
 
 def test_model_build_needs_a_gpu_unless_cpu(tmp_path: Path) -> None:
@@ -438,7 +443,8 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     from aot.model_select import Choice, Serving
 
     def measure(torch: Any, compiled: Any, eager: Any, inputs: Any, device: Any) -> Choice:
-        assert [type(x) for x in compiled(*inputs)] == [type(x) for x in eager(*inputs)]
+        assert list(compiled) == [""]  # one mode: its label is empty
+        assert [type(x) for x in compiled[""](*inputs)] == [type(x) for x in eager(*inputs)]
         times = {"compiled direct": 2.0, "eager direct": 1.0}
         if inputs[0].shape[0] == 2:
             return Choice(Serving("eager", False), times, {})
@@ -527,10 +533,10 @@ def test_measure_picks_the_fastest_and_ties_go_to_compiled() -> None:
 
     x = [torch.zeros(2)]
     cpu = torch.device("cpu")
-    got = measure(torch, slow, fast, x, cpu)
+    got = measure(torch, {"": slow}, fast, x, cpu)
     assert got.serving == Serving("eager", False) and got.errors == {}
     assert got.times_us["compiled direct"] > 1500 > got.times_us["eager direct"]
-    assert measure(torch, fast, slow, x, cpu).serving == Serving("compiled", False)
+    assert measure(torch, {"": fast}, slow, x, cpu).serving == Serving("compiled", False)
     graph, eager = Serving("compiled", True), Serving("eager", True)
     direct = Serving("eager", False)
     assert choose({graph: 5.0, eager: 5.0, direct: 5.0}) == graph
@@ -618,6 +624,54 @@ def test_aoti_backend_matches_eager_and_loads_no_compiler(
     # a fresh process serves it without importing Inductor, Dynamo or Triton at all
     result = _serve_fresh(aoti_bundle, tmp_path, sizes, START + SERVE)
     assert result["heavy"] == [] and result["max_err"] < 1e-5, result
+
+
+def test_several_modes_compile_each_and_the_fastest_serves(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``mode = ["default", "max-autotune"]``: the bucket is compiled in both modes (one
+    cache entry each), every artifact is timed against the module, and the winner ships,
+    named by its mode in the manifest, the report, ``aotc inspect`` and the loader. A
+    rebuild takes both from the cache. (Matmuls through ATen: Inductor's C++ matmul
+    templates on the CPU add packed constants that no manifest lists.)"""
+    from aot.cli import main
+    from aot.model_select import Serving, candidates, choose
+    from loader.manifest import Manifest
+
+    text = (DATA / "tiny.toml").read_text().replace("batch = [1, 2], seq = [8, 16]",
+                                                    "batch = [2], seq = [8]")  # fmt: skip
+    text = text.replace('backend = "inductor"', 'backend = "aoti"')
+    text = text.replace('mode = "default"', 'mode = ["default", "max-autotune"]')
+    text = text.replace('select = "compiled"', 'select = "fastest"')
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    (tmp_path / "r.toml").write_text(text + 'options = { max_autotune_gemm_backends = "ATEN" }\n')
+    out, env = tmp_path / "t.aotc", env_for(tmp_path / "c")
+    build(tmp_path / "r.toml", out, env, tmp_path, model=ModelOptions(device="cpu"))
+    with BundleFile(out) as f:
+        spec = Manifest.from_json(f.manifest).model
+        entries = set(f.entries)
+    assert spec is not None
+    arts = spec.artifacts[0]
+    (b,) = arts.buckets
+    assert arts.mode == "default+max-autotune" and set(b.metrics["modes"]) == {
+        "default", "max-autotune"}  # fmt: skip
+    timed = b.metrics["timed_us"]
+    assert sorted(timed) == ["compiled default direct", "compiled max-autotune direct",
+                             "eager direct"]  # fmt: skip
+    won = choose({s: timed[s.label] for s in candidates("cpu", ["default", "max-autotune"])})
+    assert (b.impl, b.graph, b.mode) == (won.impl, won.graph, won.mode)
+    assert bool(b.entry) == (won.impl == "compiled") and entries >= ({b.entry} - {""})
+    line = next(x for x in out.with_suffix(".report.md").read_text().splitlines()
+                if x.startswith("| batch=2, seq=8 |"))  # fmt: skip
+    assert line.endswith(f"| {won.label} |") and "compiled default direct " in line
+    runner = _serves_like_eager(out, _module(seed=13), [(2, 8), (1, 5)])
+    assert runner.bucket_for({"batch": 2, "seq": 8}).serves == won.label
+    assert main(["inspect", str(out)]) == 0
+    assert f"{won.label}: " in capsys.readouterr().out
+    # both modes' artifacts are in the cache: a rebuild compiles nothing
+    build(tmp_path / "r.toml", out, env, tmp_path, model=ModelOptions(device="cpu"))
+    assert "| batch=2, seq=8 | cached |" in out.with_suffix(".report.md").read_text()
+    assert Serving("compiled", False, "default").label == "compiled default direct"
 
 
 def test_inspect_lists_the_model(tiny_bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -75,8 +75,16 @@ CASES = [
         "mode",
         'mode = "default"',
         'mode = "fast"',
-        ["[model].mode: 'fast': use one of default, max-autotune"],
+        ["[model].mode: 'fast': use one of default, max-autotune, or a list of them"],
     ),
+    (
+        "mode list, one unknown",
+        'mode = "default"',
+        'mode = ["default", "fast"]',
+        ["[model].mode[1]: 'fast': use one of default, max-autotune, or a list of them"],
+    ),
+    ("mode twice", 'mode = "default"', 'mode = ["default", "default"]', ["list each mode once"]),
+    ("mode list, empty", 'mode = "default"', "mode = []", ["list each mode once, at least one"]),
     (
         "backend",
         'backend = "inductor"',
@@ -213,3 +221,19 @@ def test_example_layer_recipe_parses() -> None:
     assert r.model.backend == "aoti"  # the default: the only backend that serves tuned
     assert r.model.select == "fastest"  # the default
     assert len(r.model.bucket_grid) == 12 and r.model.pad == ("batch", "seq")
+
+
+def test_several_modes_are_timed_so_select_must_be_fastest(tmp_path: Path) -> None:
+    (tmp_path / "tiny.py").write_text((DATA / "tiny.py").read_text())
+    text = BASE.replace('backend = "inductor"', 'backend = "aoti"').replace(
+        'mode = "default"', 'mode = ["max-autotune", "default"]'
+    )
+    path = tmp_path / "recipe.toml"
+    path.write_text(text)
+    expect_recipe(path, ['[model].select: "compiled" with 2 modes', 'select = "fastest"'])
+    path.write_text(text.replace('select = "compiled"', 'select = "fastest"'))
+    m = load(path).model
+    assert m is not None and m.modes == ("max-autotune", "default")
+    assert m.mode == "max-autotune+default" and m.label("default") == "default"
+    one = load(DATA / "tiny.toml").model
+    assert one is not None and one.modes == ("default",) and one.label("default") == ""

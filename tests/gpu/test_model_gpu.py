@@ -205,8 +205,8 @@ def test_aoti_serves_without_importing_a_compiler(aoti_bundle: Path, tmp_path: P
 def test_fastest_times_every_serving_and_eager_buckets_serve_the_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, graph: bool
 ) -> None:
-    """select = "fastest" times each bucket's artifact as a CUDA graph and the module's
-    forward as a graph and called directly, on this GPU, copies in and out included (here
+    """select = "fastest" times each bucket's artifact and the module's forward, each as a
+    CUDA graph and called directly, on this GPU, copies in and out included (here
     the choice is then forced to one eager serving): the bundle ships no artifact, and a
     fresh process serves every bucket and padded sizes from the module itself, replaying
     graphs of it or calling it, with no compiler imported."""
@@ -222,12 +222,43 @@ def test_fastest_times_every_serving_and_eager_buckets_serve_the_module(
     for b in arts.buckets:
         assert b.impl == "eager" and b.graph is graph and b.entry == ""
         timed = b.metrics["timed_us"]
-        assert sorted(timed) == ["compiled graph", "eager direct", "eager graph"], b.metrics
+        assert sorted(timed) == ["compiled direct", "compiled graph", "eager direct",
+                                 "eager graph"], b.metrics  # fmt: skip
         assert min(timed.values()) > 0, b.metrics
     r = _fresh(bundle, tmp_path, counting=False)
     print(json.dumps({"graph": graph, **r}))
     assert r["heavy"] == [] and r["max_rel_err"] < 1e-2, r
     assert r["replayed"] == (len(arts.buckets) if graph else 0), r
+
+
+def test_several_modes_and_a_compiled_bucket_called_directly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mode = ["max-autotune", "default"] through AOTInductor: the bucket is compiled in
+    both modes and all six servings are timed on this GPU; the choice, forced here to the
+    default mode's package called directly, ships that package alone, and a fresh process
+    serves it without a graph and without importing a compiler."""
+    import aot.model_select as ms
+    from loader.format import BundleFile
+    from loader.manifest import Manifest
+
+    monkeypatch.setattr(ms, "choose", lambda times: ms.Serving("compiled", False, "default"))
+    recipe = _recipe(tmp_path, buckets="batch = [2]", backend="aoti", select="fastest")
+    text = recipe.read_text().replace("seq = [8, 16]", "seq = [16]")
+    recipe.write_text(text.replace('mode = "default"', 'mode = ["max-autotune", "default"]'))
+    bundle = _build(tmp_path, recipe)
+    with BundleFile(bundle) as f:
+        (arts,) = Manifest.from_json(f.manifest).model.artifacts  # type: ignore[union-attr]
+        entries = [n for n in f.entries if n.startswith("model/")]
+    (b,) = arts.buckets
+    assert (b.impl, b.graph, b.mode) == ("compiled", False, "default") and entries == [b.entry]
+    assert sorted(b.metrics["timed_us"]) == sorted(
+        f"{impl} {graph}" for impl in ("compiled max-autotune", "compiled default", "eager")
+        for graph in ("graph", "direct")
+    ), b.metrics  # fmt: skip
+    r = _fresh(bundle, tmp_path, counting=False)
+    print(json.dumps({"modes": b.metrics["modes"], **r}))
+    assert r["heavy"] == [] and r["max_rel_err"] < 1e-2 and r["replayed"] == 0, r
 
 
 def test_graphs_in_process_and_from_threads(gpu_bundle: Path, in_threads: Any) -> None:
