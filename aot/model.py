@@ -5,7 +5,8 @@ traced by ``torch.export.export`` at the bucket's shapes; its ``graph_module`` t
 parameters and buffers as leading inputs ("lifted"), in the export graph signature's
 order, then the user inputs. The recipe's ``backend`` compiles it, with the patches of its
 ``mode`` (``max-autotune`` means Inductor's ``max-autotune-no-cudagraphs`` options,
-because the loader captures its own CUDA graph):
+because the loader captures its own CUDA graph), or of each of its modes when it lists
+several (one compilation, and one cache entry, per bucket and mode):
 
 - ``aoti`` (the default): ``torch._inductor.aoti_compile_and_package``, weights left out of
   the package (``aot_inductor.package_constants_in_so`` off), one .pt2 per bucket. The
@@ -33,10 +34,10 @@ when no real position reads a padded one (causal attention, padding at the end),
 build checks that rather than trusting the recipe. Both checks run the bytes that ship,
 loaded by ``loader.model.load_artifact``, the loader's own code.
 
-Then, with ``[model].select = "fastest"`` (the default), each bucket's artifact is timed
-against the module's own eager forward, each replayed from a CUDA graph and (eager) called
-directly, as the loader serves them, and the fastest is what the bucket serves
-(aot/model_select.py): a bucket served eager has no artifact in the bundle.
+Then, with ``[model].select = "fastest"`` (the default), each bucket's artifacts (one per
+mode) are timed against the module's own eager forward, each replayed from a CUDA graph
+and called directly, as the loader serves them, and the fastest is what the bucket serves
+(aot/model_select.py): only a compiled winner's artifact enters the bundle.
 
 The recipe table (``[model]``) is parsed here too, without importing torch.
 """
@@ -74,6 +75,7 @@ from loader.model import (
 from .cache import CompileCache, key_of
 from .elf import needed_libraries
 from .errors import BuildError
+from .model_pool import Job, compile_in_workers
 from .model_select import Choice, Serving, measure
 from .progress import Progress
 
@@ -326,7 +328,7 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
     jobs = [(b, m) for b in grid for m in mr.modes]  # one compilation each
     bar = Progress(len(jobs) * len(places), f"model {mr.name}", enabled=opts.progress)
 
-    def job_name(job: _Job) -> str:
+    def job_name(job: Job) -> str:
         return where_of(mr, job[0]) + (f" [{job[1]}]" if mr.label(job[1]) else "")
 
     for place in places:
@@ -342,8 +344,6 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
         missing = [j for j in jobs if hits[j] is None]
         devices = _worker_devices(opts, place, len(missing), cache)
         if len(devices) > 1:  # the workers fill the cache; the loop below packs from it
-            from .model_pool import compile_in_workers
-
             compile_in_workers(recipe.path, place, devices, missing, keys, cache,
                                lambda j: bar.advance(job_name(j)))  # fmt: skip
         fresh = set(missing) if len(devices) > 1 else set()
@@ -440,7 +440,6 @@ def build_model(recipe: Any, opts: ModelOptions) -> ModelBuild:
 
 
 _Compiled = tuple[bytes, dict[str, Any], tuple[mf.ModelWeight, ...], bool]
-_Job = tuple[tuple[int, ...], str]  # (bucket, mode): one compilation
 
 
 def where_of(mr: ModelRecipe, bucket: Sequence[int]) -> str:
@@ -449,7 +448,7 @@ def where_of(mr: ModelRecipe, bucket: Sequence[int]) -> str:
 
 
 def compile_to_cache(
-    mr: ModelRecipe, model: Any, reference: Any, place: _Place, job: _Job,
+    mr: ModelRecipe, model: Any, reference: Any, place: _Place, job: Job,
     cache: CompileCache, key: str,
 ) -> _Compiled:  # fmt: skip
     """Compile and verify one bucket in one mode (``job``), and store it in ``cache`` under

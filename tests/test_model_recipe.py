@@ -213,6 +213,18 @@ def test_model_manifest_round_trips() -> None:
     bad["artifacts"][0]["buckets"][1]["graph"] = "no"
     with pytest.raises(mf.ManifestError, match=r"buckets\[1\].graph must be true or false"):
         mf.ModelSpec.from_json(bad)
+    # several modes: a compiled bucket names the mode that compiled its artifact
+    moded = spec.to_json()
+    moded["artifacts"][0]["buckets"][0]["mode"] = "default"
+    got = mf.ModelSpec.from_json(moded)
+    assert got.artifacts[0].buckets[0].mode == "default"
+    assert mf.ModelSpec.from_json(got.to_json()) == got
+    assert "mode" not in spec.to_json()["artifacts"][0]["buckets"][0]  # one mode: not written
+    for i, mode in [(1, "default"), (0, 3)]:
+        bad = spec.to_json()
+        bad["artifacts"][0]["buckets"][i]["mode"] = mode
+        with pytest.raises(mf.ManifestError, match="only a compiled bucket has one"):
+            mf.ModelSpec.from_json(bad)
 
 
 def test_example_layer_recipe_parses() -> None:
