@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model mode (recipes/layer.toml) on a GPU machine, in stages (default: all; e.g.
+# Model mode (recipes/layer.toml) on a GPU machine, in stages (unset: all; empty: none; e.g.
 # STAGES="tests bench"). What comes back is three files under $OUT: the bundle
 # (layer/…aotc), logs.tar.gz (every log, report and result) and aotc-cache.tar.gz.
 #   build    aotc build $RECIPE -> $OUT/layer/. The per-bucket cache is packed into
@@ -21,7 +21,7 @@
 # of the layer (default recipes/layer.toml), e.g. fewer buckets.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; LOGS=$OUT/logs; mkdir -p "$OUT/layer" "$LOGS"
-STAGES=${STAGES:-build tests profile bench}
+STAGES=${STAGES-build tests profile bench}  # set but empty: no stage (setup only)
 if ! python3 -c 'import zstandard' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
 fi
