@@ -141,8 +141,20 @@ def _samples_us(torch: Any, fns: dict[str, Any], reps: int) -> dict[str, list[fl
     return dict(zip(fns, interleaved(timers, reps, warmup=10), strict=True))
 
 
-def _median_us(torch: Any, fns: dict[str, Any], reps: int) -> dict[str, float]:
-    return {k: statistics.median(v) for k, v in _samples_us(torch, fns, reps).items()}
+def layer_runner(bundle: Path) -> tuple[Any, Any, Any]:
+    """(torch, module, runner) for the loader probes (model_call_overhead.py,
+    model_host_delay.py): recipes/layer.toml's layer, fp16 on CUDA, seeded 0, and
+    ``loader.load_model(bundle, module, warmup=True)``."""
+    import torch
+
+    sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "models")]
+    from layer import make_layer
+
+    import loader
+
+    torch.manual_seed(0)
+    m = make_layer().cuda().half().eval()
+    return torch, m, loader.load_model(bundle, m, warmup=True)
 
 
 def paired_ratio(base: list[float], ours: list[float], resamples: int = 2000) -> list[float]:

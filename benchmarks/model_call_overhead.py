@@ -21,43 +21,34 @@ import sys
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_bench import _samples_us, _shape, layer_runner, paired_ratio, verdict
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", type=Path, required=True, help="a bundle of recipes/layer.toml")
-    p.add_argument("shapes", nargs="+", metavar="BxT", help="batch x seq, e.g. 4x2048")
+    p.add_argument("shapes", type=_shape, nargs="+", metavar="BxT", help="batch x seq, e.g. 4x2048")
     p.add_argument("--reps", type=int, default=100)
     args = p.parse_args()
-    sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "models"), str(ROOT / "benchmarks")]
-    import torch
-    from layer import make_layer
-    from model_bench import _samples_us, paired_ratio, verdict
-
-    import loader
-
-    torch.manual_seed(0)
-    m = make_layer().cuda().half().eval()
-    r = loader.load_model(args.bundle, m, warmup=True)
+    torch, m, r = layer_runner(args.bundle)
     with torch.no_grad():
-        for shape in args.shapes:
-            b, t = (int(v) for v in shape.lower().split("x"))
+        for b, t in args.shapes:
             x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
             fns = {"module": lambda: m(x), "runner": lambda: r(x),  # noqa: B023
                    "route+module": lambda: (r._route((x,)), m(x))}  # noqa: B023 # fmt: skip
             got = _samples_us(torch, fns, args.reps)
             serves = r.bucket_for(r.sizes([x])).serves
             ci = paired_ratio(got["module"], got["runner"])  # > 1: the runner is faster
-            print(json.dumps({"shape": shape, "serves": serves,
+            print(json.dumps({"shape": f"{b}x{t}", "serves": serves,
                               **{f"{k}_us": round(statistics.median(v), 1)
                                  for k, v in got.items()},
                               "runner_vs_module": [round(c, 4) for c in ci],
                               "verdict": verdict(ci)}))  # fmt: skip
-        b, t = (int(v) for v in args.shapes[0].lower().split("x"))
-        x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
         # the runner's own host time: its direct path (a bucket the module serves directly)
         # with a no-op in place of the module, less the no-op called alone
+        b, t = args.shapes[0]
+        x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
         bucket = r.bucket_for(r.sizes([x]))
         bucket.module_direct = True
         r.module = noop = torch.nn.Identity()

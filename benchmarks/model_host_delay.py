@@ -36,7 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_bench import _shape, layer_runner, paired_ratio, verdict
 
 
 def spin(seconds: float) -> None:
@@ -48,25 +49,18 @@ def spin(seconds: float) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", type=Path, required=True, help="a bundle of recipes/layer.toml")
-    p.add_argument("shapes", nargs="+", metavar="BxT", help="batch x seq, e.g. 32x2048")
+    p.add_argument(
+        "shapes", type=_shape, nargs="+", metavar="BxT", help="batch x seq, e.g. 32x2048"
+    )
     p.add_argument("--reps", type=int, default=200)
     args = p.parse_args()
-    sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "models"), str(ROOT / "benchmarks")]
-    import torch
-    from layer import make_layer
-    from model_bench import paired_ratio, verdict
-
-    import loader
-
-    torch.manual_seed(0)
-    m = make_layer().cuda().half().eval()
-    r = loader.load_model(args.bundle, m, warmup=True)
+    torch, m, r = layer_runner(args.bundle)
     with torch.no_grad():
-        for shape in args.shapes:
-            b, t = (int(v) for v in shape.lower().split("x"))
+        for b, t in args.shapes:
             x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
             got = _timed(variants(torch, m, r, x), args.reps)
-            row: dict[str, Any] = {"shape": shape, "serves": r.bucket_for(r.sizes([x])).serves}
+            row: dict[str, Any] = {"shape": f"{b}x{t}",
+                                   "serves": r.bucket_for(r.sizes([x])).serves}  # fmt: skip
             for k, v in got.items():
                 ci = paired_ratio(got["module"], v)
                 row[k] = [round(statistics.median(v), 1), round(ci[1], 4),

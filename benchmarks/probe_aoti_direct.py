@@ -23,25 +23,26 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from model_bench import _shape, paired_ratio, verdict  # noqa: E402
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("shape", metavar="BxT", help="batch x seq, e.g. 32x2048")
+    p.add_argument("shape", type=_shape, metavar="BxT", help="batch x seq, e.g. 32x2048")
     p.add_argument("--mode", default="default", choices=("default", "max-autotune"))
     p.add_argument("--reps", type=int, default=100)
     args = p.parse_args()
-    sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "models"), str(ROOT / "benchmarks")]
+    sys.path[:0] = [str(ROOT), str(ROOT / "recipes" / "models")]
     import torch
     from layer import make_layer
-    from model_bench import paired_ratio, verdict
 
     from aot.model import MODES
     from aot.model_select import call_us, interleaved
 
     torch.manual_seed(0)
     m = make_layer().cuda().half().eval()
-    b, t = (int(v) for v in args.shape.lower().split("x"))
+    b, t = args.shape
     x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
     configs = dict(torch._inductor.list_mode_options(MODES[args.mode]))
     configs["cpp.cxx"] = shutil.which("g++")  # see aot/model.py, aoti_compiler
@@ -61,7 +62,7 @@ def main() -> None:
                   lambda: call_us(torch, lambda: run(x), True)]  # fmt: skip
         eager, aoti = interleaved(timers, args.reps, 10)
         ci = paired_ratio(eager, aoti)
-    print(json.dumps({"shape": args.shape, "mode": args.mode, "compile_s": round(compile_s, 1),
+    print(json.dumps({"shape": f"{b}x{t}", "mode": args.mode, "compile_s": round(compile_s, 1),
                       "rel_err": err, "eager_us": round(statistics.median(eager), 1),
                       "aoti_us": round(statistics.median(aoti), 1),
                       "aoti_vs_eager": [round(c, 4) for c in ci],
