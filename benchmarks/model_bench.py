@@ -10,7 +10,7 @@ Measures, for recipes/layer.toml (or --recipe):
    (a second process); torch.compile default and max-autotune to the first result of ONE
    bucket, cold (empty caches) and warm (the caches the cold run left), at each --compile-at.
 2. Per-bucket latency (CUDA events around one call from an idle GPU, median of --reps, the
-   contenders taking turns in rounds):
+   contenders taking turns call by call; each ratio paired per turn, with a 95% interval):
    eager, torch.compile max-autotune (static shapes, its own CUDA graphs, the recipe's
    Inductor options), aotc (outputs copied, the default) and aotc with copy_outputs=False;
    ratios.

@@ -18,7 +18,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 T0 = time.perf_counter()
 import torch  # noqa: E402
@@ -39,7 +38,6 @@ def main() -> None:
     from layer import make_layer
 
     import loader
-    from loader.model import eager_call
 
     t = time.perf_counter()
     m = make_layer().cuda().half().eval()
@@ -50,9 +48,6 @@ def main() -> None:
     t_open = time.perf_counter() - t
     buckets = runner._buckets
 
-    def load_bucket(b: Any) -> Any:  # what runner._ensure does before capturing
-        return eager_call(m) if b.impl == "eager" else runner._load(b.entry)
-
     loads: list[float] = []
     t = time.perf_counter()
     if args.threads:
@@ -60,7 +55,7 @@ def main() -> None:
 
         def load(b: object) -> float:
             s = time.perf_counter()
-            b.run = load_bucket(b)  # type: ignore[attr-defined]
+            b.run = runner._callable(b)  # type: ignore[attr-defined]
             return time.perf_counter() - s
 
         with ThreadPoolExecutor(args.threads) as pool:
@@ -73,11 +68,11 @@ def main() -> None:
                 import pstats
 
                 prof = cProfile.Profile()
-                b.run = prof.runcall(load_bucket, b)
+                b.run = prof.runcall(runner._callable, b)
                 with open(args.profile, "w") as f:
                     pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
             else:
-                b.run = load_bucket(b)
+                b.run = runner._callable(b)
             loads.append(time.perf_counter() - s)
     t_loads = time.perf_counter() - t
     captures = []

@@ -310,9 +310,13 @@ class ModelRunner:
     def _ensure(self, b: _Bucket) -> None:
         """Load the bucket's artifact (and capture its graph); the caller holds b.lock."""
         if b.run is None:
-            b.run = eager_call(self.module) if b.impl == "eager" else self._load(b.entry)
+            b.run = self._callable(b)
         if b.replays and b.graph is None:
             self._capture(b)
+
+    def _callable(self, b: _Bucket) -> Any:
+        """What serves bucket ``b``: the module's forward (eager) or its artifact, loaded."""
+        return eager_call(self.module) if b.impl == "eager" else self._load(b.entry)
 
     def _capture(self, b: _Bucket) -> None:
         b.inputs = [
