@@ -58,7 +58,8 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="processes compiling a [model]'s buckets at once (default: one per local GPU "
-        "of the target's kind, each on its own GPU; 1 with --model-device cpu)",
+        "of the target's kind; more share the GPUs, which suits modes that do not autotune "
+        "but disturbs autotuning's timings; 1 with --model-device cpu)",
     )
     build.add_argument(
         "--db",

@@ -274,8 +274,8 @@ class ModelOptions:
     gpus: list[GpuInfo] | None = None  # None: ask the driver
     cache: CompileCache | None = None  # verified bucket artifacts by content; None: none
     progress: bool = False
-    # Processes compiling buckets at once (aot/model_pool.py); None: one per local GPU of
-    # the target's kind (autotuning needs a GPU to itself, so never more), one on the CPU.
+    # Processes compiling buckets at once (aot/model_pool.py), dealt round the local GPUs of
+    # the target's kind; None: one per GPU (autotuning wants a GPU to itself), one on the CPU.
     workers: int | None = None
 
 
@@ -464,13 +464,17 @@ def compile_to_cache(
 def _worker_devices(
     opts: ModelOptions, place: _Place, missing: int, cache: CompileCache
 ) -> list[str]:
-    """The devices of the worker processes for ``missing`` buckets: one per local device of
-    the place's kind, at most ``opts.workers`` and ``missing``; no workers (one device)
-    without a cache directory, through which workers hand their buckets back."""
-    n = min(len(place.devices), missing, opts.workers or len(place.devices))
+    """The devices of the worker processes for ``missing`` jobs: ``opts.workers`` of them
+    (default one per local device of the place's kind), dealt round the devices, at most
+    ``missing``; no workers (one device) without a cache directory, through which workers
+    hand their buckets back. More workers than GPUs share them: right for modes that do not
+    autotune (``default``), whose compilation is CPU work, but autotuning workers on one GPU
+    disturb each other's timings."""
+    pool = place.devices or (place.device,)
+    n = min(missing, opts.workers or len(pool))
     if cache.root is None or n < 2:
         return [place.device]
-    return list(place.devices[:n])
+    return [pool[i % len(pool)] for i in range(n)]
 
 
 def _select(
@@ -616,7 +620,7 @@ def _places(recipe: Any, opts: ModelOptions) -> list[_Place]:
         import platform
 
         name = platform.processor() or platform.machine()
-        return [_Place("cpu", "cpu", name, None, ("cpu",) * max(1, opts.workers or 1))]
+        return [_Place("cpu", "cpu", name, None, ("cpu",))]
     from .tune.gpu import detect, matches
 
     gpus = detect() if opts.gpus is None else opts.gpus

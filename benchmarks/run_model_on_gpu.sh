@@ -17,6 +17,8 @@
 #   bench    benchmarks/model_bench.py (time to ready and per-bucket latency); BENCH_ARGS
 #   aoti     benchmarks/probe_aoti.py (AOTInductor: does it load here, how fast); AOTI_ARGS
 #            (not in the default stages)
+# BUILD_ARGS: more options for aotc build, e.g. "--model-workers 4" (four compilations
+# sharing one GPU: for a mode that does not autotune).
 # LAYER_BUNDLE: an existing bundle to use instead of building one; RECIPE: another recipe
 # of the layer (default recipes/layer.toml), e.g. fewer buckets.
 set -uo pipefail
@@ -50,7 +52,7 @@ if [[ " $STAGES " == *" build "* ]]; then
   start=$(date +%s)
   TORCH_LOGS=+torch._inductor.select_algorithm \
   timeout -k 10 "${BUILD_LIMIT:-420}" python3 -m aot.cli build "$RECIPE" -o "$BUNDLE" \
-    2>&1 | tee "$LOGS/build.log" | grep -E '^model|^wrote|rror' | tail -8
+    ${BUILD_ARGS:-} 2>&1 | tee "$LOGS/build.log" | grep -E '^model|^wrote|rror' | tail -8
   echo "build wall time: $(( $(date +%s) - start )) s" | tee -a "$LOGS/build.log"
   tar -czf "$OUT/aotc-cache.tar.gz" -C "$AOTC_CACHE_DIR" .
   tar -czf "$OUT/inductor-autotune.tar.gz" -C "$TORCHINDUCTOR_CACHE_DIR" cache

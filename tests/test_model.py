@@ -274,6 +274,24 @@ def test_workers_build_every_bucket(tmp_path: Path) -> None:
     assert (again.model_buckets, again.model_cached) == (4, 4)
 
 
+def test_workers_are_dealt_round_the_gpus(tmp_path: Path) -> None:
+    """Default: one worker per GPU of the kind; ``--model-workers`` above the GPU count
+    shares them round-robin; never more workers than jobs, and none without a cache."""
+    from aot.cache import CompileCache
+    from aot.model import _Place, _worker_devices
+
+    one = _Place("sm_90", "cuda:0", "H200", (9, 0), ("cuda:0",))
+    two = dataclasses.replace(one, devices=("cuda:0", "cuda:1"))
+    cache = CompileCache(tmp_path / "c")
+    assert _worker_devices(ModelOptions(), one, 12, cache) == ["cuda:0"]
+    assert _worker_devices(ModelOptions(), two, 12, cache) == ["cuda:0", "cuda:1"]
+    assert _worker_devices(ModelOptions(workers=3), one, 12, cache) == ["cuda:0"] * 3
+    assert _worker_devices(ModelOptions(workers=3), two, 12, cache) == [
+        "cuda:0", "cuda:1", "cuda:0"]  # fmt: skip
+    assert _worker_devices(ModelOptions(workers=4), two, 2, cache) == ["cuda:0", "cuda:1"]
+    assert _worker_devices(ModelOptions(workers=4), two, 12, CompileCache(None)) == ["cuda:0"]
+
+
 def test_a_failing_worker_fails_the_build(tmp_path: Path) -> None:
     text = (DATA / "tiny.toml").read_text()
     text = text.replace("ffn = 64 }", "ffn = 64, causal = false }")
