@@ -326,6 +326,8 @@ def main() -> None:
         help="buckets at which torch.compile max-autotune's latency is measured "
         "(default: every bucket; each costs one max-autotune compilation)",
     )
+    p.add_argument("--latency-at", type=_shape, nargs="+", metavar="BxT",
+                   help="buckets whose latency is measured (default: every bucket)")  # fmt: skip
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--timeout", type=int, default=1800)
     p.add_argument("--skip-ready", action="store_true")
@@ -352,7 +354,7 @@ def main() -> None:
     plan = {
         "recipe": str(args.recipe), "bundle": str(bundle), "buckets": buckets,
         "compile_at": args.compile_at, "ready": not args.skip_ready,
-        "latency": not args.skip_latency, "reps": args.reps,
+        "latency": not args.skip_latency, "latency_at": args.latency_at, "reps": args.reps,
     }  # fmt: skip
     if args.dry_run:
         print(json.dumps(plan, indent=1))
@@ -363,8 +365,11 @@ def main() -> None:
         warm_bytecode(args.bytecode_cache)
     ready = {} if args.skip_ready else time_to_ready(
         bundle, model, buckets, args.compile_at, args.timeout)  # fmt: skip
+    at = [b for b in buckets if args.latency_at is None or b in args.latency_at]
+    if args.latency_at and len(at) != len(set(args.latency_at)):
+        sys.exit(f"--latency-at: give buckets of the recipe, {buckets}")
     rows = [] if args.skip_latency else latencies(
-        bundle, model, buckets, args.reps, args.latency_compile_at)  # fmt: skip
+        bundle, model, at, args.reps, args.latency_compile_at)  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"ready": ready, "latency": rows}, indent=1))
     for line in [*table(ready, rows), "", *goals(ready, rows)]:
