@@ -351,10 +351,13 @@ def main() -> None:
         sys.exit(f"{args.recipe} has no [model]")
     buckets = [(b[0], b[1]) for b in model.bucket_grid]
     bundle = args.bundle or ROOT / "artifacts" / recipe.bundle_filename
+    at = [b for b in buckets if args.latency_at is None or b in args.latency_at]
+    if args.latency_at and len(at) != len(set(args.latency_at)):
+        sys.exit(f"--latency-at: give buckets of the recipe, {buckets}")
     plan = {
         "recipe": str(args.recipe), "bundle": str(bundle), "buckets": buckets,
         "compile_at": args.compile_at, "ready": not args.skip_ready,
-        "latency": not args.skip_latency, "latency_at": args.latency_at, "reps": args.reps,
+        "latency": not args.skip_latency, "latency_at": at, "reps": args.reps,
     }  # fmt: skip
     if args.dry_run:
         print(json.dumps(plan, indent=1))
@@ -365,9 +368,6 @@ def main() -> None:
         warm_bytecode(args.bytecode_cache)
     ready = {} if args.skip_ready else time_to_ready(
         bundle, model, buckets, args.compile_at, args.timeout)  # fmt: skip
-    at = [b for b in buckets if args.latency_at is None or b in args.latency_at]
-    if args.latency_at and len(at) != len(set(args.latency_at)):
-        sys.exit(f"--latency-at: give buckets of the recipe, {buckets}")
     rows = [] if args.skip_latency else latencies(
         bundle, model, at, args.reps, args.latency_compile_at)  # fmt: skip
     if args.json:
