@@ -35,3 +35,6 @@ def test_goals_fail_only_buckets_measurably_slower() -> None:
     slow = goals({}, [row(4, [0.97, 0.98, 0.99]), row(1, [2.4, 2.5, 2.6])])
     assert slow[1].startswith("FAIL every bucket") and "not: [(4, 128)]" in slow[1]
     assert slow[2] == "PASS batch 1 >= 2x eager"
+    assert tie[2] == "NOTE batch 1 >= 2x eager: no batch-1 bucket timed"  # not a FAIL
+    short = goals({}, [row(1, [1.3, 1.4, 1.5])])
+    assert short[2] == "FAIL batch 1 >= 2x eager (not: [(128, 1.4)])"

@@ -229,7 +229,7 @@ def test_model_manifest_round_trips() -> None:
 
 def test_example_layer_recipe_parses() -> None:
     r = load(Path(__file__).resolve().parents[1] / "recipes" / "layer.toml")
-    assert r.model is not None and r.model.mode == "max-autotune"
+    assert r.model is not None and r.model.modes == ("max-autotune", "default")
     assert r.model.backend == "aoti"  # the default: the only backend that serves tuned
     assert r.model.select == "fastest"  # the default
     assert len(r.model.bucket_grid) == 12 and r.model.pad == ("batch", "seq")
