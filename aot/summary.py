@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .build import cached_ranker
+from .model import ModelRecipe
 from .plan import Instance, Plan
 from .select import heuristic_chooser, wanted_variants
 from .targets import label
@@ -53,6 +54,10 @@ def describe_plan(plan: Plan) -> str:
             f"{len(specs)} specializations"
         )
         out.append("")
+    if r.model is not None:
+        out += _describe_model(r.model, [t.name for t in r.targets])
+    if not plan.instances and r.model is not None:
+        return "\n".join(out).rstrip()  # no kernels: no kernel matrix
     heuristic = len(wanted_variants(plan, heuristic_chooser(cached_ranker(plan)), {}))
     out.append(f"matrix: {plan.size} variants in all (what a tuner compiles)")
     out.append(
@@ -60,3 +65,18 @@ def describe_plan(plan: Plan) -> str:
         "fallback for failures)"
     )
     return "\n".join(out)
+
+
+def _describe_model(mr: ModelRecipe, targets: list[str]) -> list[str]:
+    """The ``[model]``'s compilations: one per (bucket, mode), on each target whose GPU
+    kind the build machine has."""
+    dims = ", ".join(f"{d}: {list(b)}" for d, b in zip(mr.dims, mr.buckets, strict=True))
+    n = len(mr.bucket_grid)
+    return [
+        f"model {mr.name} ({mr.source_text}, {mr.dtype}, backend {mr.backend}, select {mr.select})",
+        f"  buckets ({n}): {dims}; padded: {', '.join(mr.pad) or 'none'}",
+        f"  modes: {', '.join(mr.modes)}",
+        f"  compilations: {n * len(mr.modes)} = {n} buckets × {len(mr.modes)} modes, on each "
+        f"target whose GPU kind the build machine has ({', '.join(targets)})",
+        "",
+    ]
