@@ -367,6 +367,14 @@ class ModelRunner:
             self.file.close()
 
 
+# How a capture treats other threads' CUDA calls (cudaStreamCaptureMode). "global", torch's
+# default, makes a cudaMalloc or cudaFree in ANY thread during a capture fail, and the
+# capture with it: a service thread that allocates while a bucket is captured at first use.
+# "thread_local" forbids them only in the capturing thread, which runs nothing but the
+# bucket; the caching allocator keeps other streams' memory out of the graph's pool.
+CAPTURE_MODE = "thread_local"
+
+
 def capture_graph(
     torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any
 ) -> tuple[Any, list[Any]]:
@@ -380,7 +388,7 @@ def capture_graph(
         run(*inputs)
     torch.cuda.current_stream(device).wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, capture_error_mode=CAPTURE_MODE):
         outputs = run(*inputs)
     return graph, outputs
 

@@ -291,6 +291,67 @@ def test_graphs_in_process_and_from_threads(gpu_bundle: Path, in_threads: Any) -
     assert not errors, errors[:5]
 
 
+def serve_while_another_thread_allocates(bundle: Path, rounds: int = 5) -> list[str]:
+    """A service thread keeps allocating new GPU memory (a cudaMalloc each time: every block
+    is larger than any cached one) and running the module, while this thread loads the
+    bundle ``rounds`` times without warm-up and serves every size, so each round captures
+    every bucket at first use. Returns what went wrong, in either thread."""
+    import threading
+
+    import torch
+
+    import loader
+
+    sys.path.insert(0, str(DATA))
+    import tiny
+
+    torch.manual_seed(3)
+    m = tiny.make_layer(d_model=32, heads=2, ffn=64).cuda().half().eval()
+    xs = [torch.randn(b, t, 32, device="cuda", dtype=torch.half) for b, t in SIZES]
+    with torch.no_grad():
+        refs = [m(x) for x in xs]
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def busy() -> None:
+        n = 0
+        try:
+            with torch.no_grad():
+                while not stop.is_set():
+                    n += 1
+                    block = torch.ones((32 + n % 64) << 20, dtype=torch.uint8, device="cuda")
+                    m(xs[n % len(xs)])
+                    del block
+                    if n % 64 == 0:
+                        torch.cuda.empty_cache()  # so the next sizes are new again
+        except Exception as exc:
+            errors.append(f"service thread, step {n}: {exc!r}"[:400])
+
+    thread = threading.Thread(target=busy)
+    thread.start()
+    try:
+        for r in range(rounds):
+            runner = loader.load_model(bundle, m)  # no warm-up: captures at first use
+            for x, ref in zip(xs, refs, strict=True):
+                try:
+                    y = runner(x)
+                except Exception as exc:
+                    errors.append(f"round {r}, {tuple(x.shape)}: {exc!r}"[:400])
+                    continue
+                if not torch.allclose(y, ref, rtol=1e-2, atol=1e-2):
+                    errors.append(f"round {r}, {tuple(x.shape)}: wrong output")
+    finally:
+        stop.set()
+        thread.join()
+    torch.cuda.synchronize()
+    return errors
+
+
+def test_lazy_captures_while_another_thread_allocates(gpu_bundle: Path) -> None:
+    errors = serve_while_another_thread_allocates(gpu_bundle)
+    assert not errors, errors[:5]
+
+
 def test_outputs_are_copies_unless_asked_otherwise(gpu_bundle: Path) -> None:
     """Default: every call returns its own tensor. copy_outputs=False: the bucket's graph
     output itself (overwritten by the next call of that bucket, like torch.compile's CUDA
