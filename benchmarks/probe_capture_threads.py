@@ -26,8 +26,9 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=20)
     args = p.parse_args()
     sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
-    import loader.model
     from test_model_gpu import serve_while_another_thread_allocates
+
+    import loader.model
 
     loader.model.CAPTURE_MODE = args.mode
     errors = serve_while_another_thread_allocates(args.bundle, args.rounds)
