@@ -17,7 +17,8 @@ Which Inductor mode compiles best also depends on the size. At 32 x 2048 on the 
 layer compiled at mode "default" (cuBLAS matmuls with the bias fused, Triton's fused
 norms and pointwise kernels) and called directly ran 1.043x eager, where max-autotune's
 Triton matmuls lose. So ``[model].mode`` may list several modes; each bucket is compiled
-in each, and each artifact is a candidate.
+in each, and each artifact is a candidate. With max-autotune and default, the default-mode
+package won all 12 buckets of the layer on the H200 (benchmarks/RESULTS.md, "Two modes").
 
 So with ``[model].select = "fastest"`` (the default) the build times every candidate
 (``candidates``) the way the loader serves it: a graph candidate copies the inputs in,
