@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from loader.errors import BundleError
@@ -111,12 +111,18 @@ def _entries(entries: Mapping[str, object]) -> str:
     return text + (f" + {models} model artifacts" if models else "")
 
 
+def model_buckets(dims: Sequence[str], buckets: Sequence[Sequence[int]], pad: Sequence[str]) -> str:
+    """A model's bucket bounds per dimension and which dimensions pad, as ``aotc inspect``
+    and ``aotc plan`` show them: ``batch ≤ [1, 4], seq ≤ [128]; padded: batch``."""
+    bounds = ", ".join(f"{d} ≤ {list(b)}" for d, b in zip(dims, buckets, strict=True))
+    return f"{bounds}; padded: {', '.join(pad) or 'none'}"
+
+
 def _model(spec: ModelSpec) -> list[str]:
     ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in spec.inputs)
-    dims = ", ".join(f"{d} ≤ {list(b)}" for d, b in zip(spec.dims, spec.buckets, strict=True))
     out = [
         f"model {spec.name} ({spec.source}): {ins} -> {len(spec.outputs) or '?'} outputs",
-        f"  buckets: {dims}; padded: {', '.join(spec.pad) or 'none'}; "
+        f"  buckets: {model_buckets(spec.dims, spec.buckets, spec.pad)}; "
         f"{len(spec.weights)} weights bound at load",
     ]
     for a in spec.artifacts:

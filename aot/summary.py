@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .build import cached_ranker
+from .inspect import model_buckets
 from .model import ModelRecipe
 from .plan import Instance, Plan
 from .select import heuristic_chooser, wanted_variants
@@ -70,11 +71,10 @@ def describe_plan(plan: Plan) -> str:
 def _describe_model(mr: ModelRecipe, targets: list[str]) -> list[str]:
     """The ``[model]``'s compilations: one per (bucket, mode), on each target whose GPU
     kind the build machine has."""
-    dims = ", ".join(f"{d}: {list(b)}" for d, b in zip(mr.dims, mr.buckets, strict=True))
     n = len(mr.bucket_grid)
     return [
         f"model {mr.name} ({mr.source_text}, {mr.dtype}, backend {mr.backend}, select {mr.select})",
-        f"  buckets ({n}): {dims}; padded: {', '.join(mr.pad) or 'none'}",
+        f"  buckets ({n}): {model_buckets(mr.dims, mr.buckets, mr.pad)}",
         f"  modes: {', '.join(mr.modes)}",
         f"  compilations: {n * len(mr.modes)} = {n} buckets × {len(mr.modes)} modes, on each "
         f"target whose GPU kind the build machine has ({', '.join(targets)})",

@@ -49,7 +49,7 @@ def test_plan_lists_a_models_compilations(tmp_path: Path) -> None:
     r = run(["plan", str(ROOT / "recipes" / "layer.toml")], tmp_path, tmp_path / "c")
     assert r.returncode == 0, r.stderr
     assert "model layer (models/layer.py:make_layer, fp16, backend aoti" in r.stdout
-    assert "buckets (12): batch: [1, 4, 16, 32], seq: [128, 512, 2048]; padded: batch, seq" in (
+    assert "buckets (12): batch ≤ [1, 4, 16, 32], seq ≤ [128, 512, 2048]; padded: batch, seq" in (
         r.stdout
     )
     assert "compilations: 24 = 12 buckets × 2 modes" in r.stdout and "(sm_90)" in r.stdout
