@@ -1,0 +1,48 @@
+"""The bundles of the shipped recipes, byte for byte.
+
+A refactor must not change what a build writes: these are the sha256 digests of
+``recipes/example.toml`` and ``recipes/mlp.toml`` built on a CPU, once with the heuristic
+alone and once with the committed H200 tuning databases (so measured choices are packed
+too). They depend on the pinned Triton (its ptxas writes the cubins); a deliberate change
+of the bundle format or of the choices updates them in the same commit, saying why.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from aot.build import TuneOptions, build
+
+from .conftest import env_for
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "benchmarks" / "data"
+
+GOLDEN = {
+    ("example", None): "b0b3897c34f3ba27212b88b9572cb11d0903eb2142b06e69932b0625a9beb06d",
+    ("mlp", None): "6e147963af9acd2419ab9fb0a1be90d1ca17f08765a0e0c3caf214563f9a5bd1",
+    ("example", "h200-example"): "4dee55ec4cf3c41d7acccfa84fcf8088780b5c39f2abc3c78969c16f8ddaf91e",
+    ("mlp", "h200-mlp"): "8681a0d7f626d0126ec9385a2983e2fbf651537ad4847b3d8c75ac58cc6de8ba",
+}
+
+
+@pytest.mark.parametrize(("recipe", "db"), list(GOLDEN), ids=lambda x: str(x))
+def test_shipped_recipes_build_the_same_bytes(
+    recipe: str, db: str | None, tmp_path: Path, compile_cache: Path
+) -> None:
+    db_path = tmp_path / "tunedb.jsonl"
+    if db is not None:
+        db_path.write_bytes(gzip.decompress((DATA / f"{db}.tunedb.jsonl.gz").read_bytes()))
+    out = tmp_path / f"{recipe}.aotc"
+    result = build(
+        ROOT / "recipes" / f"{recipe}.toml",
+        out,
+        env_for(compile_cache),
+        tmp_path,
+        TuneOptions(enabled=False, db=db_path),
+    )
+    assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN[recipe, db], result
