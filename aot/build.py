@@ -112,13 +112,10 @@ def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) ->
     gpus = detect() if opts.gpus is None else opts.gpus
     if not any(matches(inst.target, g) for inst in plan.instances for g in gpus):
         return None
-    pool = CompilePool(plan, CompileCache(env.cache_dir), env.jobs)
-    try:
+    with CompilePool(plan, CompileCache(env.cache_dir), env.jobs) as pool:
         tuner = Tuner(plan, db, pool, gpus, progress=env.progress, timeout=opts.timeout,
                       worker_factory=opts.worker_factory)  # fmt: skip
         return tuner.run()
-    finally:
-        pool.close()
 
 
 def build(

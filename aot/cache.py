@@ -12,7 +12,9 @@ from typing import Any
 from loader.format import canonical_json, write_atomic
 
 # 2: cubins compiled without line info (no absolute source paths inside).
-SCHEMA = 2
+# 3: failures are cached only when the compiler gave them; a v2 cache could hold jobs an
+#    interrupt cancelled, recorded as failures, and builds from it never healed.
+SCHEMA = 3
 
 
 def key_of(parts: dict[str, Any]) -> str:

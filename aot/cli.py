@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
+from . import __version__, signals
 from .env import VARIABLES, Environment, from_environ
 from .errors import AotcError, UsageError
 
@@ -161,6 +161,11 @@ def _tuning_line(s: TuneStats) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    with signals.handled():
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         env = from_environ()
         if args.command == "plan":
@@ -275,6 +280,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("aotc: interrupted; nothing was written", file=sys.stderr)
         return 130
+    except signals.Terminated as exc:
+        print(f"aotc: stopped by {exc}; nothing was written", file=sys.stderr)
+        return 128 + exc.signum
     return 0
 
 

@@ -10,11 +10,14 @@ with its reason, never an exception that stops the build.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +25,15 @@ from loader.manifest import TRITON_SCRATCH_ARGS
 
 from . import cubin as cubin_mod
 from .cache import CompileCache, key_of
+from .errors import BuildError
 from .plan import Instance, Plan, Variant
 from .progress import Progress
+from .signals import detach_worker
 from .targets import resolve
+
+# Marks on a job's record that it is no verdict on the variant, and must not be cached.
+TRANSIENT = "transient"  # the worker ran out of memory
+KILLED = "killed"  # the worker was killed from outside, or the job could not run
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,8 @@ def cache_key(plan: Plan, inst: Instance, job: Job) -> str:
 
 
 def run_job(job: Job) -> dict[str, Any]:
-    """Compile one variant (in a worker process). Returns a JSON-able record + cubin."""
+    """Compile one variant (in a worker process): the compiler's verdict, a JSON-able
+    record plus the cubin. Only a verdict is ever cached (see ``CompilePool``)."""
     try:
         import triton
         from triton.backends.compiler import GPUTarget
@@ -143,6 +153,11 @@ def run_job(job: Job) -> dict[str, Any]:
             "shared": int(md.shared),
             "cubin": cubin,
         }
+    except MemoryError:
+        # Out of memory says how loaded this machine was, not what the compiler thinks of
+        # the variant: no verdict, so nothing is cached and the build stops.
+        return {"ok": False, "reason": "MemoryError: out of memory while compiling",
+                TRANSIENT: True}  # fmt: skip
     except Exception as exc:  # a failing candidate is a result, not a crash
         return {"ok": False, "reason": _reason(exc)}
 
@@ -157,6 +172,7 @@ def _reason(exc: BaseException) -> str:
 
 
 def _worker_init(triton_cache: str | None) -> None:
+    detach_worker()
     if triton_cache:
         os.environ.setdefault("TRITON_CACHE_DIR", triton_cache)
     # Line info embeds the absolute paths of the kernel's source and of Triton itself in
@@ -170,7 +186,14 @@ class CompilePool:
 
     The tuner submits every candidate up front (best-ranked first) and waits only for the
     one it is about to benchmark, so compiling overlaps with benchmarking. Variants of one
-    arch share a job (H100 and H200 are both sm_90) and failures are cached like successes.
+    arch share a job (H100 and H200 are both sm_90).
+
+    Only the compiler's verdicts, successes and failures alike, are cached. A job that
+    ends any other way (cancelled by an interrupt, its worker killed from outside, the
+    machine out of memory) leaves no trace in the cache: its future is cancelled while the
+    pool is being aborted, and otherwise fails with a ``BuildError`` that stops the build.
+    Use the pool as a context manager: leaving it by an exception (Ctrl-C included) kills
+    the workers at once instead of waiting for their jobs.
     """
 
     def __init__(self, plan: Plan, cache: CompileCache, jobs: int):
@@ -182,6 +205,16 @@ class CompilePool:
         self._jobs: dict[str, cf.Future[dict[str, Any]]] = {}
         self._results: dict[Variant, cf.Future[Compiled]] = {}
         self._lock = threading.Lock()
+        self._aborted = False
+
+    def __enter__(self) -> CompilePool:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.abort()
 
     def _executor(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
@@ -199,6 +232,9 @@ class CompilePool:
             if fut is not None:
                 return fut
             fut = cf.Future()
+            if self._aborted:
+                fut.cancel()
+                return fut
             self._results[var] = fut
             job = job_for(self.plan, inst, var)
             key = cache_key(self.plan, inst, job)
@@ -221,39 +257,95 @@ class CompilePool:
         job: Job,
         key: str,
     ) -> None:
-        try:
-            rec = jf.result()
-        except cf.process.BrokenProcessPool:
-            # A compiler crash (a segfault in MLIR, say) breaks the whole pool; run the
-            # affected job alone, in its own process, to pin the crash on the right variant.
-            rec = _run_isolated(job, self._triton_cache)
-        except Exception as exc:  # any failure is a result, not a crash
-            rec = {"ok": False, "reason": _reason(exc)}
+        rec = None if self._aborted else self._verdict(jf, job)
         with self._lock:
+            if rec is None or self._aborted:
+                fut.cancel()
+                return
+            if self._jobs.get(key) is jf and self._broken():
+                self._pool = None  # the next submit starts a fresh pool
+            if rec.get(TRANSIENT) or rec.get(KILLED):
+                fut.set_exception(BuildError(f"compiling {var.label}: {rec['reason']}"))
+                return
             if not self.cache.has(key):
                 self.cache.put(key, {k: v for k, v in rec.items() if k != "cubin"},
                                rec.get("cubin", b""))  # fmt: skip
-            if self._jobs.get(key) is jf and self._pool is not None and self._broken():
-                self._pool = None  # the next submit starts a fresh pool
         fut.set_result(_finish(inst, var, job, rec, rec.get("cubin", b""), cached=False))
+
+    def _verdict(self, jf: cf.Future[dict[str, Any]], job: Job) -> dict[str, Any] | None:
+        """What the job's worker answered; None when it never ran to an answer."""
+        if jf.cancelled():
+            return None
+        try:
+            return jf.result()
+        except cf.process.BrokenProcessPool:
+            # A compiler crash (a segfault in MLIR, say) breaks the whole pool, and so does
+            # a worker killed from outside; run the job alone to tell which, and to pin a
+            # crash on the right variant.
+            return None if self._aborted else _run_isolated(job, self._triton_cache)
+        except BaseException as exc:  # the job never got a verdict (it could not be sent)
+            return {"ok": False, "reason": _reason(exc), KILLED: True}
 
     def _broken(self) -> bool:
         return bool(self._pool is not None and getattr(self._pool, "_broken", False))
 
     def close(self) -> None:
+        """Wait for the jobs under way, then stop the workers."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
 
+    def abort(self) -> None:
+        """Stop now: cancel every job, kill the workers. Nothing more reaches the cache."""
+        with self._lock:
+            self._aborted = True
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        # ProcessPoolExecutor only learned to kill its workers in Python 3.14.
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        for proc in processes:
+            with contextlib.suppress(OSError, ValueError):
+                proc.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in processes:
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                proc.join(5)
+        for fut in list(self._results.values()):
+            fut.cancel()
+
+
+# Signals that mean the compiler itself crashed (a verdict on the variant), as opposed to
+# a process killed from outside (SIGKILL by the OOM killer, SIGTERM, an interrupt).
+_CRASHES = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
+
+
+def _isolated(conn: Connection, job: Job, triton_cache: str | None) -> None:
+    _worker_init(triton_cache)
+    conn.send(run_job(job))
+
 
 def _run_isolated(job: Job, triton_cache: str | None) -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
-    with cf.ProcessPoolExecutor(1, mp_context=ctx, initializer=_worker_init,
-                                initargs=(triton_cache,)) as solo:  # fmt: skip
-        try:
-            return solo.submit(run_job, job).result()
-        except cf.process.BrokenProcessPool:
-            return {"ok": False, "reason": "the Triton compiler crashed (process died)"}
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_isolated, args=(send, job, triton_cache), daemon=True)
+    proc.start()
+    send.close()
+    try:
+        return dict(receive.recv())
+    except EOFError:
+        pass
+    finally:
+        receive.close()
+        proc.join()
+    code = proc.exitcode or 0
+    if code > 0 or -code in _CRASHES:
+        how = f"exit status {code}" if code > 0 else signal.Signals(-code).name
+        return {"ok": False, "reason": f"the Triton compiler crashed ({how})"}
+    how = signal.Signals(-code).name if code < 0 else "no answer"
+    return {"ok": False, KILLED: True,
+            "reason": f"the compile worker was killed ({how}; out of memory?); nothing was "
+                      "cached for it: run the build again"}  # fmt: skip
 
 
 def compile_variants(
@@ -265,8 +357,7 @@ def compile_variants(
     progress: bool = True,
 ) -> dict[Variant, Compiled]:
     """Compile what is not cached, ``jobs`` at a time. Returns one result per variant."""
-    pool = CompilePool(plan, cache, jobs)
-    try:
+    with CompilePool(plan, cache, jobs) as pool:
         futures: dict[Variant, cf.Future[Compiled]] = {}
         for inst, var in variants:
             futures.setdefault(var, pool.submit(inst, var))
@@ -276,8 +367,6 @@ def compile_variants(
             bar.advance("" if f.result().ok else "failed")
         bar.close()
         return {v: f.result() for v, f in futures.items()}
-    finally:
-        pool.close()
 
 
 def _finish(

@@ -124,6 +124,9 @@ def _die_with_parent(parent: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """One worker: compile its share of (bucket, mode) jobs into the cache."""
     job = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    # A terminal's Ctrl-C reaches the whole process group: the build handles it and
+    # stops this worker; dying of it here would read as a failed bucket.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(job["parent"])
     from . import model as m
     from .recipe import load

@@ -34,6 +34,10 @@ class FakeWorker:
     interrupt_after: int | None = None
     requests: list[dict[str, Any]] = field(default_factory=list)
     restarts: int = 0
+    killed: bool = False
+
+    def kill(self) -> None:
+        self.killed = True
 
     def request(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         if self.interrupt_after is not None and len(self.requests) >= self.interrupt_after:

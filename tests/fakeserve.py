@@ -32,3 +32,24 @@ def serve(conn: Connection, ordinal: int) -> None:
 
 def broken(conn: Connection, ordinal: int) -> None:
     conn.send({"ok": False, "fatal": True, "reason": "worker start failed: no CUDA GPU"})
+
+
+def hang_after_three(conn: Connection, ordinal: int) -> None:
+    """Answers three benchmark requests, then hangs in the fourth, after writing its pid to
+    the file named by ``AOTC_TEST_MARKER`` (a test then interrupts the build)."""
+    conn.send({"ok": True, "device": f"fake{ordinal}", "pid": os.getpid()})
+    answered = 0
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg["op"] == "quit":
+            return
+        if answered == 3:
+            with open(os.environ["AOTC_TEST_MARKER"], "w") as f:
+                f.write(str(os.getpid()))
+            time.sleep(3600)
+        answered += 1
+        conn.send({"ok": True, "ms": 1.0 + answered, "samples": [1.0 + answered],
+                   "error": 0.0, "tolerance": 1e-3})  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -80,6 +81,7 @@ class GpuWorker:
         self._serve = serve
         self._proc: BaseProcess | None = None
         self._conn: Connection | None = None
+        self._killed = threading.Event()  # set by kill(), from another thread
         self.restarts = 0
 
     def _start(self) -> None:
@@ -108,7 +110,11 @@ class GpuWorker:
         self._proc = self._conn = None
 
     def request(self, msg: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        """Send one request; a dead, faulted or hung worker becomes a failed result."""
+        """Send one request; a dead, faulted or hung worker becomes a failed result, but
+        one ``kill``ed meanwhile raises ``WorkerDied``: that death says nothing of the
+        candidate."""
+        if self._killed.is_set():
+            raise WorkerDied(f"the benchmark worker on GPU {self.gpu.ordinal} was stopped")
         if self._conn is None:
             self._start()
         assert self._conn is not None and self._proc is not None
@@ -123,6 +129,9 @@ class GpuWorker:
                         "fatal": True}  # fmt: skip
             reply: dict[str, Any] = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            if self._killed.is_set():
+                stopped = f"the benchmark worker on GPU {self.gpu.ordinal} was stopped"
+                raise WorkerDied(stopped) from None
             # The pipe closes a moment before the process is reaped: wait for its exit code.
             self._proc.join(5)
             code = self._proc.exitcode
@@ -136,7 +145,17 @@ class GpuWorker:
             self.restarts += 1
         return reply
 
+    def kill(self) -> None:
+        """Stop the worker now, from any thread; a request under way raises WorkerDied."""
+        self._killed.set()
+        proc = self._proc
+        if proc is not None and proc.is_alive():
+            proc.kill()
+
     def close(self) -> None:
+        if self._killed.is_set():
+            self._stop()
+            return
         if self._conn is not None:
             with contextlib.suppress(OSError):
                 self._conn.send({"op": "quit"})

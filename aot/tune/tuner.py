@@ -75,6 +75,7 @@ class Tuner:
         self.triton = _triton_version()
         self.root = plan.recipe.root
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
         self.taken = self.resumed = self.failed = 0
 
     # -- which instances run where ----------------------------------------------------
@@ -91,15 +92,18 @@ class Tuner:
         by_gpu: dict[int, list[Instance]] = {}
         for inst, gpu in work:
             by_gpu.setdefault(gpu.ordinal, []).append(inst)
+        threads = cf.ThreadPoolExecutor(max(1, len(by_gpu)))
         try:
-            with cf.ThreadPoolExecutor(max(1, len(by_gpu))) as threads:
-                futures = [
-                    threads.submit(self._run_gpu, self.workers[o], insts)
-                    for o, insts in by_gpu.items()
-                ]
-                for f in futures:
-                    f.result()
+            futures = [
+                threads.submit(self._run_gpu, self.workers[o], insts) for o, insts in by_gpu.items()
+            ]
+            for f in futures:
+                f.result()
+        except BaseException:
+            self.stop()
+            raise
         finally:
+            threads.shutdown(wait=True, cancel_futures=True)
             for w in self.workers.values():
                 w.close()
         return TuneStats(
@@ -109,6 +113,15 @@ class Tuner:
             failed=self.failed,
             restarts=sum(w.restarts for w in self.workers.values()),
         )
+
+    def stop(self) -> None:
+        """End the tuning now (an interrupt, or another GPU's thread failed): no more
+        requests, the workers killed, and nothing they answer from here on recorded — a
+        benchmark cut short is no measurement."""
+        self._stopped.set()
+        self.pool.abort()
+        for w in self.workers.values():
+            w.kill()
 
     def _run_gpu(self, worker: GpuWorker, insts: list[Instance]) -> None:
         for inst in insts:
@@ -239,7 +252,9 @@ class Tuner:
             "inputs": self._abs(inst.kernel.inputs),
         }
 
-    def _store(self, rec: Record, reply: dict[str, Any], fresh: bool = True) -> Record:
+    def _store(self, rec: Record, reply: dict[str, Any]) -> Record:
+        if self._stopped.is_set():
+            raise cf.CancelledError("tuning was stopped")
         done = Record(**{
             **rec.__dict__,
             "ok": bool(reply.get("ok")),

@@ -23,6 +23,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from ..signals import detach_worker
+
 TARGET_MS = 25.0  # time spent measuring one candidate once warm
 MIN_REPS, MAX_REPS = 5, 200
 FLUSH_BYTES = 256 * 1024 * 1024  # more than any GPU's L2 (the H200 has 60 MB)
@@ -186,6 +188,7 @@ def _verify_reason(checks: list[dict[str, Any]], tol: float) -> str:
 
 def serve(conn: Connection, ordinal: int) -> None:
     """Process entry point: answer requests until the pipe closes or a fatal error."""
+    detach_worker()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     try:
         worker = Worker(ordinal)
