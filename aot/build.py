@@ -25,6 +25,7 @@ from .compile import Compiled, CompilePool, compile_variants
 from .env import Environment
 from .errors import BuildError
 from .model import ModelOptions, build_model
+from .output import check_output
 from .pack import encode_bundle, make_manifest, rel_path
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .recipe import Recipe, load
@@ -138,6 +139,7 @@ def build(
         raise BuildError("[model]: sharded builds (--shard/--targets) do not build models yet; "
                          "build the recipe whole")  # fmt: skip
     out = output if output is not None else default_output(recipe, cwd, sl if shard else None)
+    check_output(out, example=recipe.bundle_filename)  # before minutes of work, not after
     db_path = tune.db or out.with_suffix(".tunedb.jsonl")
     db = TuningDB(db_path)
     stats = run_tuning(plan, db, env, tune) if tune.enabled else None

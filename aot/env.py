@@ -49,6 +49,12 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         from .errors import UsageError
 
         raise UsageError(f"AOTC_JOBS={jobs_text!r} is not an integer") from None
+    if jobs < 1:
+        from .errors import UsageError
+
+        raise UsageError(
+            f"AOTC_JOBS={jobs_text}: give 1 or more compile processes (unset it for all cores)"
+        )
     timeout_text = env.get("AOTC_TUNE_TIMEOUT", "")
     try:
         timeout = float(timeout_text) if timeout_text else 120.0
@@ -58,7 +64,7 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         raise UsageError(f"AOTC_TUNE_TIMEOUT={timeout_text!r} is not a number of seconds") from None
     return Environment(
         cache_dir=Path(cache),
-        jobs=max(1, jobs),
+        jobs=jobs,
         progress=env.get("AOTC_NO_PROGRESS", "") not in ("1", "true", "yes"),
         tune_timeout=timeout,
         registry=RegistryConfig.from_environ(env),

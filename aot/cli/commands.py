@@ -1,0 +1,306 @@
+"""The ``aotc`` commands: each parses its options, calls one core function and prints the
+result. Nothing else lives here; the core's errors become exit codes in one place
+(``_Aotc.invoke``), and environment variables are read by ``aot/env.py``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .. import __version__, signals
+from ..env import VARIABLES, from_environ
+from ..errors import AotcError, UsageError
+from ..output import check_output
+from .options import (
+    INPUT,
+    OUTPUT,
+    RECIPE,
+    RegistryFlags,
+    RunFlags,
+    Size,
+    registry_options,
+    run_options,
+)
+
+if TYPE_CHECKING:
+    from ..build import BuildResult
+    from ..tune.tuner import TuneStats
+
+# "\b" keeps click from re-wrapping the paragraph that follows it.
+EPILOG = (
+    "\b\nenvironment:\n"
+    + "\n".join(f"  {k:<24}{v}" for k, v in VARIABLES.items())
+    + "\n\n\b\nshell completion (bash; for zsh or fish, zsh_source or fish_source):\n"
+    + '  eval "$(_AOTC_COMPLETE=bash_source aotc)"'
+)
+REFERENCE = "oci://HOST[:PORT]/REPO:TAG"
+
+
+class _Aotc(click.Group):
+    """The group: a core error prints ``aotc: error: …`` and exits with its own code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AotcError as exc:
+            click.echo(f"aotc: error: {exc}", err=True)
+            ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("aotc: interrupted; nothing was written", err=True)
+            ctx.exit(130)
+
+
+@click.group(cls=_Aotc, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="aotc", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Ahead-of-time compile and package Triton kernels into one bundle."""
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """``aotc`` as a function: the exit code, where click alone would exit the process."""
+    try:
+        with signals.handled():
+            code = cli.main(args=argv, prog_name="aotc", standalone_mode=False)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.Abort:
+        click.echo("aotc: interrupted; nothing was written", err=True)
+        return 130
+    except signals.Terminated as exc:
+        click.echo(f"aotc: stopped by {exc}; nothing was written", err=True)
+        return 128 + exc.signum
+    return code if isinstance(code, int) else 0
+
+
+@cli.command(help="print the build matrix of a recipe, compiling nothing")
+@click.argument("recipe", type=RECIPE)
+def plan(recipe: Path) -> None:
+    from ..plan import make_plan
+    from ..recipe import load
+    from ..summary import describe_plan
+
+    from_environ()  # a bad AOTC_* value is refused by every command, as by build
+    click.echo(describe_plan(make_plan(load(recipe))))
+
+
+@cli.command(help="compile a recipe into a bundle")
+@click.argument("recipe", type=RECIPE)
+@click.option(
+    "-o", "--output", type=OUTPUT, help="bundle path (default: artifacts/<name>-<version>.aotc)"
+)
+@run_options
+@click.option(
+    "--no-tune", is_flag=True, help="do not benchmark, even where a GPU of a target's kind is here"
+)
+@click.option(
+    "--model-device",
+    type=click.Choice(["auto", "cuda", "cpu"]),
+    default="auto",
+    show_default=True,
+    help="where a [model] is compiled: auto/cuda = on each target whose GPU kind is here; "
+    "cpu = a CPU-only bundle (tests, prototyping)",
+)
+@click.option(
+    "--model-workers",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="processes compiling a [model]'s buckets at once (default: one per local GPU of the "
+    "target's kind; more share the GPUs, which suits modes that do not autotune but disturbs "
+    "autotuning's timings; 1 with --model-device cpu)",
+)
+@click.option(
+    "--db",
+    type=OUTPUT,
+    help="tuning database to read and extend (default: <bundle>.tunedb.jsonl beside the bundle)",
+)
+@click.option(
+    "--shard",
+    metavar="I/N",
+    help="build only shard I of N (1-based, round-robin over the plan's instances); writes a "
+    "partial bundle for `aotc merge`",
+)
+@click.option(
+    "--targets",
+    metavar="LIST",
+    help="build only these targets (comma-separated names or archs, e.g. sm_90)",
+)
+def build(
+    recipe: Path,
+    output: Path | None,
+    run: RunFlags,
+    no_tune: bool,
+    model_device: str,
+    model_workers: int | None,
+    db: Path | None,
+    shard: str | None,
+    targets: str | None,
+) -> None:
+    from ..build import TuneOptions
+    from ..build import build as build_bundle
+    from ..model import ModelOptions
+    from ..shard import Slice
+
+    env = run.apply(from_environ())
+    opts = TuneOptions(enabled=not no_tune, db=db, timeout=env.tune_timeout)
+    sl = Slice.parse(shard, targets)
+    mo = ModelOptions(device=model_device, workers=model_workers)
+    click.echo(_built(build_bundle(recipe, output, env, Path.cwd(), opts, sl, model=mo)))
+
+
+def _built(r: BuildResult) -> str:
+    lines = [_tuning_line(r.tuning)] if r.tuning is not None else []
+    lines.append(f"wrote {r.bundle} ({r.size / 1024:.1f} KiB, sha256 {r.sha256[:16]}…) in "
+                 f"{r.seconds:.1f}s")  # fmt: skip
+    if r.plan_size:
+        decided = ", ".join(f"{n} {how}" for how, n in r.decided.items() if n)
+        lines[-1] += (f": {r.compiled} compiled, {r.cached} from cache, {r.failed} failed "
+                      f"(of {r.plan_size} possible variants)")  # fmt: skip
+        lines.append(f"buckets: {decided}")
+    if r.model_buckets:
+        lines.append(f"model: {r.model_buckets} buckets, {r.model_cached} from cache")
+    lines.append(f"report: {r.report}" + (f"\ntuning database: {r.db}" if r.db else ""))
+    if r.shard is not None:
+        from loader.manifest import describe_shard
+
+        lines.append(f"partial bundle ({describe_shard(r.shard)}): combine with `aotc merge`")
+    return "\n".join(lines)
+
+
+def _tuning_line(s: TuneStats) -> str:
+    return (
+        f"tuned {s.instances} kernel instances: {s.benchmarks} measurements taken, "
+        f"{s.resumed} reused from the database, {s.failed} failed, "
+        f"{s.restarts} worker restarts"
+    )
+
+
+@cli.command(
+    help="benchmark on this machine's GPUs into the tuning database, without packing a bundle",
+    short_help="benchmark on this machine's GPUs into the tuning database",
+)
+@click.argument("recipe", type=RECIPE)
+@click.option(
+    "--db", type=OUTPUT, help="tuning database (default: artifacts/<name>-<version>.tunedb.jsonl)"
+)
+@run_options
+def tune(recipe: Path, db: Path | None, run: RunFlags) -> None:
+    from ..build import TuneOptions, default_output, run_tuning
+    from ..plan import make_plan
+    from ..recipe import load
+    from ..tune.db import TuningDB
+
+    env = run.apply(from_environ())
+    plan = make_plan(load(recipe))
+    db_path = db or default_output(plan.recipe, Path.cwd()).with_suffix(".tunedb.jsonl")
+    check_output(db_path, "--db", append=True)
+    stats = run_tuning(plan, TuningDB(db_path), env, TuneOptions(timeout=env.tune_timeout))
+    if stats is None:
+        raise UsageError(
+            "no GPU here matches any target of the recipe ("
+            + ", ".join(t.name for t in plan.recipe.targets)
+            + "); run `aotc tune` on a machine with one, or `aotc build` to use the heuristic"
+        )
+    click.echo(_tuning_line(stats) + f"\ntuning database: {db_path}")
+
+
+@cli.command(help="combine partial bundles into the full bundle")
+@click.argument("parts", type=INPUT, nargs=-1, required=True, metavar="PART...")
+@click.option("-o", "--output", type=OUTPUT, required=True, help="the merged bundle")
+def merge(parts: tuple[Path, ...], output: Path) -> None:
+    from ..merge import merge as merge_parts
+
+    from_environ()
+    check_output(output)
+    mr = merge_parts(list(parts), output)
+    click.echo(
+        f"merged {mr.inputs} {mr.kind}s into {mr.output} ({mr.size / 1024:.1f} KiB, "
+        f"sha256 {mr.sha256}): {mr.instances} instances, {mr.seconds:.1f}s"
+    )
+
+
+@cli.command("merge-db", help="merge tuning databases from several machines")
+@click.argument("databases", type=INPUT, nargs=-1, required=True, metavar="DB...")
+@click.option("-o", "--output", type=OUTPUT, required=True, help="the merged database")
+def merge_db(databases: tuple[Path, ...], output: Path) -> None:
+    from ..tune.db import merge as merge_dbs
+
+    from_environ()
+    check_output(output, example="merged.tunedb.jsonl")
+    try:
+        n = merge_dbs(databases, output)
+    except (OSError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    click.echo(f"wrote {output}: {n} records from {len(databases)} databases")
+
+
+@cli.command(help="push a bundle to an OCI registry")
+@click.argument("bundle", type=INPUT)
+@click.argument("reference", metavar=REFERENCE)
+@registry_options
+@click.option(
+    "--chunk-size",
+    type=Size(),
+    metavar="BYTES",
+    help="upload in chunks of this size (e.g. 16M, the default); smaller bundles go whole",
+)
+def push(bundle: Path, reference: str, registry: RegistryFlags, chunk_size: int | None) -> None:
+    from ..push import DEFAULT_CHUNK
+    from ..push import push as push_bundle
+
+    cfg = registry.apply(from_environ().registry)
+    pr = push_bundle(bundle, reference, cfg, chunk_size=chunk_size or DEFAULT_CHUNK)
+    n = pr.requests
+    how = "already there" if n == 0 else f"{n} upload request{'s' if n > 1 else ''}"
+    click.echo(
+        f"pushed {pr.reference}\n  bundle sha256:{pr.bundle_digest.split(':')[1]} "
+        f"({pr.size / 1024:.1f} KiB, {how}) in {pr.seconds:.2f}s"
+    )
+
+
+@cli.command(help="pull a bundle from an OCI registry, verified")
+@click.argument("reference", metavar=REFERENCE)
+@click.option(
+    "-o", "--output", type=OUTPUT, help="file or folder (default: the bundle's file name)"
+)
+@registry_options
+def pull(reference: str, output: Path | None, registry: RegistryFlags) -> None:
+    from ..pull import pull as pull_bundle
+
+    cfg = registry.apply(from_environ().registry)
+    check_output(output or Path.cwd(), folder_ok=True)
+    pl = pull_bundle(reference, output, cfg, Path.cwd())
+    click.echo(
+        f"pulled {pl.reference}\n  wrote {pl.path} ({pl.size / 1024:.1f} KiB, "
+        f"{pl.bundle_digest}, verified) in {pl.seconds:.2f}s"
+    )
+
+
+@cli.command(
+    help="print a readable summary of a bundle (or of oci://..., from its manifest alone)",
+    short_help="print a readable summary of a bundle or oci://...",
+)
+@click.argument("bundle")
+@registry_options
+def inspect(bundle: str, registry: RegistryFlags) -> None:
+    env = from_environ()
+    if bundle.startswith("oci://"):
+        from ..registry import describe
+
+        click.echo(describe(bundle, registry.apply(env.registry)), nl=False)
+    else:
+        from ..inspect import inspect as summary
+
+        click.echo(summary(Path(bundle)), nl=False)
+
+
+@cli.command(help="check a bundle's integrity (exit 3 if damaged)")
+@click.argument("bundle", type=INPUT)
+def verify(bundle: Path) -> None:
+    from ..inspect import verify as check
+
+    from_environ()
+    click.echo(check(bundle))
