@@ -31,6 +31,7 @@ from typing import IO, Any
 
 from .cache import CompileCache
 from .errors import BuildError
+from .recipe import load
 
 ERROR_PREFIX = "aotc-model-worker-error: "
 
@@ -126,7 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     job = json.loads((sys.argv[1:] if argv is None else argv)[0])
     _die_with_parent(job["parent"])
     from . import model as m
-    from .recipe import load
 
     try:
         import torch

@@ -6,8 +6,8 @@ from collections import defaultdict
 
 from .build import cached_ranker
 from .inspect import model_buckets
-from .model import ModelRecipe
 from .plan import Instance, Plan
+from .recipe import ModelRecipe
 from .select import heuristic_chooser, wanted_variants
 from .targets import label
 

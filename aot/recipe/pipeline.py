@@ -1,4 +1,4 @@
-"""Pipelines: ``[[pipeline]]`` tables parsed and checked against the recipe's kernels.
+"""The ``[[pipeline]]`` table, parsed and checked against the recipe's kernels.
 
 A pipeline is an ordered list of kernel calls over named, row-major tensors whose shapes
 are expressions of the pipeline's bucket dimensions. The loader captures it as one CUDA
@@ -15,15 +15,15 @@ from __future__ import annotations
 import difflib
 import itertools
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loader.args import INT_RANGES
 from loader.expr import Expr, parse
 from loader.manifest import ELEMENT_TYPES, INT_TYPES, ROLES, PipelineSpec, PipelineStep
 from loader.manifest import PipelineTensor as Tensor
 
-if TYPE_CHECKING:
-    from .recipe import KernelRecipe, _Validator
+from .kernel import KernelRecipe
+from .validate import IDENT, Validator, sorted_names
 
 PIPELINE_KEYS = ("name", "buckets", "tensors", "step")
 TENSOR_KEYS = ("role", "dtype", "shape")
@@ -32,13 +32,30 @@ STEP_KEYS = ("kernel", "args")
 MAX_COMBINATIONS = 4096
 
 
-def check_pipeline(
-    v: _Validator, p: Mapping[str, Any], index: int, kernels: Mapping[str, KernelRecipe]
-) -> PipelineSpec:
-    from .recipe import _IDENT  # one definition of a valid name
+def parse_pipelines(
+    v: Validator, raw: Any, kernels: Mapping[str, KernelRecipe]
+) -> tuple[PipelineSpec, ...]:
+    """Every ``[[pipeline]]`` table, checked against the recipe's (already parsed) kernels."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        v.fail("[[pipeline]]", "must be an array of tables: write [[pipeline]]")
+    out: list[PipelineSpec] = []
+    for i, p in enumerate(raw):
+        if not isinstance(p, dict):
+            v.fail(f"[[pipeline]] #{i + 1}", "must be a table")
+        spec = check_pipeline(v, p, i, kernels)
+        if any(q.name == spec.name for q in out):
+            v.fail(f"[[pipeline]] {spec.name}.name", "duplicate pipeline name")
+        out.append(spec)
+    return tuple(out)
 
+
+def check_pipeline(
+    v: Validator, p: Mapping[str, Any], index: int, kernels: Mapping[str, KernelRecipe]
+) -> PipelineSpec:
     raw_name = p.get("name")
-    if not isinstance(raw_name, str) or not _IDENT.match(raw_name):
+    if not isinstance(raw_name, str) or not IDENT.match(raw_name):
         v.fail(f"[[pipeline]] #{index + 1}.name", f"missing or invalid ({raw_name!r}); give "
                "each pipeline an identifier name")  # fmt: skip
     w = f"[[pipeline]] {raw_name}"
@@ -85,16 +102,14 @@ class _T:
         self.strides = tuple(strides)
 
 
-def _buckets(v: _Validator, p: Mapping[str, Any], w: str) -> dict[str, tuple[int, ...]]:
-    from .recipe import _IDENT
-
+def _buckets(v: Validator, p: Mapping[str, Any], w: str) -> dict[str, tuple[int, ...]]:
     raw = v.table(p, "buckets", w, required=True)
     if not raw:
         v.fail(f"{w}.buckets", "give the bucket dimensions, e.g. buckets = { M = [1, 16, 128] }")
     out: dict[str, tuple[int, ...]] = {}
     for dim, bounds in raw.items():
         key = f"{w}.buckets.{dim}"
-        if not _IDENT.match(dim):
+        if not IDENT.match(dim):
             v.fail(key, "a dimension must be an identifier")
         out[dim] = v.bounds(bounds, key)
     combos = 1
@@ -106,16 +121,14 @@ def _buckets(v: _Validator, p: Mapping[str, Any], w: str) -> dict[str, tuple[int
 
 
 def _tensors(
-    v: _Validator, p: Mapping[str, Any], w: str, buckets: Mapping[str, tuple[int, ...]]
+    v: Validator, p: Mapping[str, Any], w: str, buckets: Mapping[str, tuple[int, ...]]
 ) -> dict[str, _T]:
-    from .recipe import _IDENT, _sorted
-
     raw = v.table(p, "tensors", w, required=True)
     dims = set(buckets)
     out: dict[str, _T] = {}
     for name, t in raw.items():
         key = f"{w}.tensors.{name}"
-        if not _IDENT.match(name):
+        if not IDENT.match(name):
             v.fail(key, "a tensor name must be an identifier")
         if not isinstance(t, dict):
             v.fail(key, 'must be a table: { role = "input", dtype = "bf16", shape = ["M", 4096] }')
@@ -126,7 +139,7 @@ def _tensors(
         dtype = v.string(t, "dtype", key)
         if dtype not in ELEMENT_TYPES:
             v.fail(f"{key}.dtype", f"{dtype!r} is not an element type; use one of "
-                   f"{_sorted(ELEMENT_TYPES)}")  # fmt: skip
+                   f"{sorted_names(ELEMENT_TYPES)}")  # fmt: skip
         shape_raw = t.get("shape")
         if not isinstance(shape_raw, list) or not shape_raw:
             v.fail(f"{key}.shape", 'must be a non-empty list, e.g. ["M", 4096]')
@@ -134,7 +147,7 @@ def _tensors(
         for item in shape_raw:
             if isinstance(item, bool) or not isinstance(item, int | str):
                 v.fail(f"{key}.shape", f"{item!r}: use integers and dimension names")
-            hint = f"the pipeline's dimensions are {_sorted(dims)}"
+            hint = f"the pipeline's dimensions are {sorted_names(dims)}"
             shape.append(v.expr(item, f"{key}.shape", dims, hint))
         _role_shape(v, f"{key}.shape", role, shape, dims)
         out[name] = _T(role, dtype, tuple(shape))
@@ -148,7 +161,7 @@ def _tensors(
     return out
 
 
-def _role_shape(v: _Validator, key: str, role: str, shape: list[Expr], dims: set[str]) -> None:
+def _role_shape(v: Validator, key: str, role: str, shape: list[Expr], dims: set[str]) -> None:
     """Inputs and outputs are padded and sliced along their first dimension only, so only
     that one may be a bucket dimension; weights are fixed; scratch may be anything."""
     if role == "scratch":
@@ -167,7 +180,7 @@ def _role_shape(v: _Validator, key: str, role: str, shape: list[Expr], dims: set
 class _Flow:
     """Which tensors have been written so far, to catch reads of unwritten scratch."""
 
-    def __init__(self, v: _Validator, w: str, tensors: Mapping[str, _T]):
+    def __init__(self, v: Validator, w: str, tensors: Mapping[str, _T]):
         self.v, self.w, self.tensors = v, w, tensors
         self.written: set[str] = set()
         self.used: set[str] = set()
@@ -192,7 +205,7 @@ class _Flow:
 
 
 def _step(
-    v: _Validator,
+    v: Validator,
     s: Mapping[str, Any],
     sw: str,
     kernels: Mapping[str, KernelRecipe],
@@ -236,7 +249,7 @@ def _step(
 
 
 def _pointer(
-    v: _Validator,
+    v: Validator,
     sw: str,
     p: str,
     args: Mapping[str, Any],
@@ -263,7 +276,7 @@ def _bare(e: Expr) -> str | None:
 
 
 def _bind(
-    v: _Validator,
+    v: Validator,
     sw: str,
     kr: KernelRecipe,
     args: Mapping[str, Any],
@@ -273,8 +286,6 @@ def _bind(
 ) -> dict[str, Expr]:
     """Every integer argument as an expression of the pipeline's dimensions: given in
     ``args``, or read off a tensor where the kernel's shapes or strides name it bare."""
-    from .recipe import _sorted
-
     bound: dict[str, Expr] = {}
     ints = [p for p, t in kr.signature.items() if t in INT_TYPES]
     for p in ints:
@@ -282,8 +293,8 @@ def _bind(
             raw = args[p]
             if isinstance(raw, bool) or not isinstance(raw, int | str):
                 v.fail(f"{sw}.args.{p}", f"{raw!r}: give an integer or an expression of "
-                       f"{_sorted(dims)}")  # fmt: skip
-            hint = f"expressions read the pipeline's dimensions {_sorted(dims)}"
+                       f"{sorted_names(dims)}")  # fmt: skip
+            hint = f"expressions read the pipeline's dimensions {sorted_names(dims)}"
             bound[p] = v.expr(raw, f"{sw}.args.{p}", dims, hint)
     for p, tname in pointers.items():
         t = tensors[tname]
@@ -307,7 +318,7 @@ def _bind(
 
 
 def _check_shapes(
-    v: _Validator,
+    v: Validator,
     sw: str,
     kr: KernelRecipe,
     pointers: Mapping[str, str],
@@ -346,7 +357,7 @@ def _check_shapes(
 
 
 def _check_dtypes(
-    v: _Validator, sw: str, kr: KernelRecipe, pointers: Mapping[str, str], tensors: Mapping[str, _T]
+    v: Validator, sw: str, kr: KernelRecipe, pointers: Mapping[str, str], tensors: Mapping[str, _T]
 ) -> None:
     binding: dict[str, tuple[str, str]] = {}  # dtype variable -> (dtype, from which param)
     for p, tname in pointers.items():
