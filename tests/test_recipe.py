@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,90 @@ CASES = [
         "",
         ["scale.grid: reads n, which is neither a bucket key nor in sizes"],
     ),
+    # bool and float compare equal to 1 in Python
+    ("format true", "format = 1", "format = true", ["format: True is not a recipe format"]),
+    ("format float", "format = 1", "format = 1.0", ["format: 1.0 is not a recipe format"]),
+    (
+        "bucket bound past i32",
+        "[1024, 65536]",
+        "[1024, 4294967296]",
+        ["buckets.n: 4294967296 does not fit in i32 (the type of n in signature)"],
+    ),
+    (
+        "bucket bound 10**23",
+        "[1024, 65536]",
+        "[1024, 100000000000000000000000]",
+        ["buckets.n: 100000000000000000000000 does not fit in i32"],
+    ),
+    (
+        "size past i32",
+        "buckets = { n = [1024, 65536] }",
+        "sizes = { n = 2147483648 }",
+        ["sizes.n: 2147483648 does not fit in i32 (the type of n in signature)"],
+    ),
+    (
+        "fixed past i64",
+        "[kernel.space]",
+        "fixed = { EXTRA = 9223372036854775808 }\n[kernel.space]",
+        ["fixed.EXTRA: 9223372036854775808 does not fit in i64"],
+    ),
+    (
+        "space past i64",
+        "BLOCK = [256, 1024]",
+        "BLOCK = [256, -9223372036854775809]",
+        ["space.BLOCK: -9223372036854775809 does not fit in i64"],
+    ),
+    (
+        "specialization float",
+        "[kernel.space]",
+        "specializations = [{ n = 16.0 }]\n[kernel.space]",
+        ["specializations[0].n: 16.0: use 16"],
+    ),
+    (
+        "flops reads an unsized argument",
+        'alpha = "fp32" }',
+        'k = "i32", alpha = "fp32" }\ntune = { flops = "2 * n * k" }',
+        [
+            "scale.tune.flops: reads k, which is neither a bucket key nor in sizes; give it a "
+            "representative value under [[kernel]] scale.sizes"
+        ],
+    ),
+    (
+        "flops reads a searched meta-parameter",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { bytes = "n * BLOCK" }',
+        ["scale.tune.bytes: reads BLOCK, a searched meta-parameter (in space)"],
+    ),
+    (
+        "flops reads a float argument",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { flops = "n * alpha" }',
+        ["scale.tune.flops: reads alpha, a pointer or float argument"],
+    ),
+    (
+        "flops unknown name",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { flops = "n * nope" }',
+        ["scale.tune.flops: unknown name(s) nope"],
+    ),
+    (
+        "expression too long",
+        'grid = "cdiv(n, BLOCK)"',
+        'grid = "' + "n + " * 400 + 'n"',
+        ["scale.grid: is 1601 characters long; write an expression of at most 1000"],
+    ),
+    (
+        "array nested past the recursion limit",
+        'version = "1.0"',
+        'version = "1.0"\ndeep = ' + "[" * 5000 + "]" * 5000,
+        ["arrays or tables are nested more than 32 levels deep"],
+    ),
+    (
+        "array nested deeper than a recipe needs",
+        "buckets = { n = [1024, 65536] }",
+        "buckets = { n = " + "[" * 40 + "1" + "]" * 40 + " }",
+        ["kernel[0].buckets.n...: arrays or tables are nested more than 32 levels deep"],
+    ),
 ]
 
 
@@ -226,6 +311,53 @@ PLAN_CASES = [
         'constraints = ["BLOCK > SMEM"]\n[kernel.space]',
         ["no candidate fits sm_80"],
     ),
+    ("grid divides by zero", "cdiv(n, BLOCK)", "n // 0", ["scale.grid: divides by zero at n=1024"]),
+    (
+        "grid divides by zero at one config",
+        "cdiv(n, BLOCK)",
+        "cdiv(n, BLOCK - 256)",
+        ["scale.grid: divides by zero at n=1024 with BLOCK=256 warps=4 stages=1 on sm_80"],
+    ),
+    (
+        "flops divides by zero at a bucket",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { flops = "n // (n - 65536)" }',
+        ["scale.tune.flops: 'n // (n - 65536)' divides by zero at n=65536"],
+    ),
+    (
+        "grid past CUDA's limits",
+        'grid = "cdiv(n, BLOCK)"',
+        'grid = ["1", "n"]',
+        [
+            "no candidate fits sm_80: grid y exceeds CUDA's limit of 65,535 at n=65536 on sm_80 "
+            "(y = 65,536)"
+        ],
+    ),
+    (
+        "kernel exits at import",
+        "small.py:scale_kernel",
+        "exits.py:scale_kernel",
+        ["scale.source: exits.py called sys.exit(0) while being imported", "__main__"],
+    ),
+    (
+        "kernel fails at import with an AttributeError",
+        "small.py:scale_kernel",
+        "attribute.py:scale_kernel",
+        [
+            "scale.source: importing attribute.py failed: AttributeError: 'int' object has no "
+            "attribute 'nope'"
+        ],
+    ),
+    (
+        "kernel parses the command line at import",
+        "small.py:scale_kernel",
+        "parses_argv.py:scale_kernel",
+        [
+            "scale.source: parses_argv.py called sys.exit(2) while being imported; it printed: "
+            "usage: parses_argv.py [-h] --size SIZE / parses_argv.py: error: the following "
+            "arguments are required: --size"
+        ],
+    ),
 ]
 
 
@@ -234,7 +366,14 @@ PLAN_CASES = [
 )
 def test_bad_recipe_at_plan(tmp_path: Path, old: str, new: str, fragments: list[str]) -> None:
     assert old in BASE, old
-    (tmp_path / "kernels").symlink_to(DATA / "kernels")
+    shutil.copytree(DATA / "kernels", tmp_path / "kernels")
+    small = (DATA / "kernels" / "small.py").read_text()
+    (tmp_path / "kernels" / "exits.py").write_text("import sys\nsys.exit(0)\n" + small)
+    (tmp_path / "kernels" / "attribute.py").write_text(f"{small}\n(1).nope\n")
+    argv = "p = argparse.ArgumentParser()\np.add_argument('--size', required=True)\n"
+    (tmp_path / "kernels" / "parses_argv.py").write_text(
+        f"import argparse\n{argv}p.parse_args()\n{small}"
+    )
     path = tmp_path / "recipe.toml"
     text = BASE.replace(old, new, 1)
     if "BLOCK = [" not in text:  # the grid must not read the constexpr we removed
