@@ -187,6 +187,37 @@ CASES = [
         '[[pipeline]]\nname = "mlp"\nbuckets = { M = [2, 1,',
         ["[[pipeline]] mlp.buckets.M", "must be strictly increasing"],
     ),
+    # Found by tests/test_fuzz_recipe.py: ZeroDivisionError tracebacks, a RecursionError.
+    (
+        "kernel stride divides by zero",
+        'r_ptr = ["stride_cm", "stride_cn"]',
+        'r_ptr = ["stride_cm // 0", "stride_cn"]',
+        ["[[kernel]] down.strides.r_ptr: 'stride_cm // 0' divides by zero at M=1"],
+    ),
+    (
+        "tensor shape divides by zero",
+        'h = { role = "scratch", dtype = "bf16", shape = ["M", 4096] }',
+        'h = { role = "scratch", dtype = "bf16", shape = ["M", "4096 // (M - 1)"] }',
+        ["step[0] (rmsnorm).args.stride_out: '(4096 // (M - 1))' divides by zero at M=1"],
+    ),
+    (
+        "constant shape divides by zero",
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096, "1 // 0"] }',
+        ["[[pipeline]] mlp.tensors.w_norm.shape: [4096, '1 // 0'] divides by zero"],
+    ),
+    (
+        "kernel shape nested too deep",
+        'w_ptr = ["N"], out_ptr = ["M", "N"] }',
+        'w_ptr = ["' + "-" * 900 + 'N"], out_ptr = ["M", "N"] }',
+        ["[[kernel]] rmsnorm.shapes.w_ptr", "nests more than 64 levels deep"],
+    ),
+    (
+        "tensor of too many dimensions",
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
+        'w_norm = { role = "weight", dtype = "bf16", shape = [' + "1, " * 20 + "4096] }",
+        ["[[pipeline]] mlp.tensors.w_norm.shape: has 21 dimensions; at most 16"],
+    ),
 ]
 
 

@@ -256,6 +256,19 @@ CASES = [
         'grid = "' + "n + " * 400 + 'n"',
         ["scale.grid: is 1601 characters long; write an expression of at most 1000"],
     ),
+    # Found by tests/test_fuzz_recipe.py: a ValueError in the heuristic, a RecursionError.
+    (
+        "tile size below 1",
+        "BLOCK = [256, 1024]",
+        "BLOCK = [-1, 1024]",
+        ["space.BLOCK: -1: the grid reads BLOCK, so its values are tile sizes"],
+    ),
+    (
+        "expression nested too deep",
+        'grid = "cdiv(n, BLOCK)"',
+        'grid = "' + "-" * 900 + 'n"',
+        ["scale.grid: ", "nests more than 64 levels deep"],
+    ),
     (
         "array nested past the recursion limit",
         'version = "1.0"',

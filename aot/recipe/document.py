@@ -121,8 +121,8 @@ def _deepest(doc: Mapping[str, Any]) -> str | None:
             while chain is not None:
                 steps.append(chain[0])
                 chain = chain[1]
-            top = "".join(reversed(steps[-3:])).lstrip(".")
-            return f"{top}..." if len(steps) > 3 else top
+            top = "".join(reversed(steps[-4:])).lstrip(".")
+            return f"{top}..." if len(steps) > 4 else top
         if isinstance(value, dict):
             stack.extend((v, depth + 1, (f".{k}", chain)) for k, v in value.items())
         elif isinstance(value, list):

@@ -20,7 +20,7 @@ from loader.expr import Expr
 from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
 from .kernel_access import parse_access
-from .kernel_launch import parse_constraints, parse_grid, parse_specializations
+from .kernel_launch import check_tiles, parse_constraints, parse_grid, parse_specializations
 from .kernel_names import Names
 from .kernel_space import LAUNCH_OPTIONS, parse_default, parse_fixed, parse_space
 from .kernel_tune import TuneSettings, parse_tune
@@ -104,6 +104,7 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
     )
     default = parse_default(v, k, w, space)
     grid = parse_grid(v, k, w, names)
+    check_tiles(v, w, grid, space)
     constraints = parse_constraints(v, k, w, names)
     specializations = parse_specializations(v, k, w, signature, buckets)
     shapes, strides, writes = parse_access(v, k, w, signature)

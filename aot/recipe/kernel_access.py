@@ -13,6 +13,7 @@ from loader.manifest import INT_TYPES
 
 from .validate import Validator, sorted_names
 
+MAX_RANK = 16  # dimensions of a tensor
 Access = tuple[dict[str, tuple[Expr, ...]], dict[str, tuple[Expr, ...]], tuple[str, ...]]
 
 
@@ -45,8 +46,10 @@ def _dims(
             close = difflib.get_close_matches(pname, pointers, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"choose from {pointers}"
             v.fail(key, f"not a pointer argument; {hint}")
-        if not isinstance(raw, list) or not raw:
-            v.fail(key, 'must be a non-empty list of expressions, e.g. ["M", "K"]')
+        if not isinstance(raw, list) or not raw or len(raw) > MAX_RANK:
+            v.fail(
+                key, f'must be a non-empty list of at most {MAX_RANK} expressions, e.g. ["M", "K"]'
+            )
         hint = f"use integer arguments of the signature: {sorted_names(ints)}"
         out[pname] = tuple(v.expr(item, key, ints, hint) for item in raw)
     return out

@@ -36,6 +36,19 @@ def parse_grid(v: Validator, k: Mapping[str, Any], w: str, names: Names) -> tupl
     return grid
 
 
+def check_tiles(
+    v: Validator, w: str, grid: tuple[Expr, Expr, Expr], space: Mapping[str, tuple[int, ...]]
+) -> None:
+    """A searched meta-parameter the grid reads is a tile size (the heuristic takes the
+    product of these as the work of one program), so each of its values is at least 1."""
+    read = set().union(*(g.names for g in grid))
+    for name in sorted(read & set(space)):
+        for x in space[name]:
+            if x < 1:
+                v.fail(f"{w}.space.{name}", f"{x}: the grid reads {name}, so its values are "
+                       "tile sizes: use 1 or more")  # fmt: skip
+
+
 def parse_constraints(v: Validator, k: Mapping[str, Any], w: str, names: Names) -> tuple[Expr, ...]:
     raw = k.get("constraints", [])
     if not isinstance(raw, list):

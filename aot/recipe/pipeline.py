@@ -23,13 +23,14 @@ from loader.manifest import ELEMENT_TYPES, INT_TYPES, ROLES, PipelineSpec, Pipel
 from loader.manifest import PipelineTensor as Tensor
 
 from .kernel import KernelRecipe
-from .validate import IDENT, Validator, sorted_names
+from .validate import IDENT, Validator, show, sorted_names
 
 PIPELINE_KEYS = ("name", "buckets", "tensors", "step")
 TENSOR_KEYS = ("role", "dtype", "shape")
 STEP_KEYS = ("kernel", "args")
 # Every bucket combination is checked; past this many, a pipeline is too big to check.
 MAX_COMBINATIONS = 4096
+MAX_RANK = 16  # dimensions of a tensor (a contiguous stride multiplies all the later ones)
 
 
 def parse_pipelines(
@@ -141,6 +142,8 @@ def _tensors(
             v.fail(f"{key}.dtype", f"{dtype!r} is not an element type; use one of "
                    f"{sorted_names(ELEMENT_TYPES)}")  # fmt: skip
         shape_raw = t.get("shape")
+        if isinstance(shape_raw, list) and len(shape_raw) > MAX_RANK:
+            v.fail(f"{key}.shape", f"has {len(shape_raw)} dimensions; at most {MAX_RANK}")
         if not isinstance(shape_raw, list) or not shape_raw:
             v.fail(f"{key}.shape", 'must be a non-empty list, e.g. ["M", 4096]')
         shape: list[Expr] = []
@@ -150,7 +153,12 @@ def _tensors(
             hint = f"the pipeline's dimensions are {sorted_names(dims)}"
             shape.append(v.expr(item, f"{key}.shape", dims, hint))
         _role_shape(v, f"{key}.shape", role, shape, dims)
-        out[name] = _T(role, dtype, tuple(shape))
+        try:
+            out[name] = _T(role, dtype, tuple(shape))
+        except ZeroDivisionError:
+            v.fail(f"{key}.shape", f"{show(shape_raw)} divides by zero")
+        except ValueError:  # a product of over 4300 digits
+            v.fail(f"{key}.shape", f"{show(shape_raw)} is too large")
     if not out:
         v.fail(f"{w}.tensors", "declares no tensors")
     for dim in buckets:
@@ -330,30 +338,49 @@ def _check_shapes(
     and every integer argument fits its type."""
     dims = list(buckets)
     for combo in itertools.product(*buckets.values()):
-        env = dict(zip(dims, combo, strict=True))
-        at = ", ".join(f"{d}={x}" for d, x in env.items())
-        kv = {p: e.evaluate(env) for p, e in bound.items()}
-        for p, value in kv.items():
-            lo, hi = INT_RANGES[kr.signature[p]]
-            if not lo <= value <= hi:
-                v.fail(f"{sw}.args.{p}", f"{value} at {at} does not fit in {kr.signature[p]}")
-        for p, tname in pointers.items():
-            t = tensors[tname]
-            have = [e.evaluate(env) for e in t.shape]
-            if any(x < 0 for x in have):
-                v.fail(f"{sw}.args.{p}", f"{tname!r} has a negative size {have} at {at}")
-            want = [e.evaluate(kv) for e in kr.shapes[p]]
-            if have != want:
-                v.fail(f"{sw}.args.{p}", f"{tname!r} has shape {have} at {at}, but {kr.name} "
-                       f"reads {p} as {_show(kr.shapes[p])} = {want} with these "
-                       "arguments")  # fmt: skip
-            if p in kr.strides:
-                have_s = [e.evaluate(env) for e in t.strides]
-                want_s = [e.evaluate(kv) for e in kr.strides[p]]
-                if have_s != want_s:
-                    v.fail(f"{sw}.args.{p}", f"{tname!r} is row-major with strides {have_s} "
-                           f"at {at}, but {kr.name} is given strides {want_s} for {p} "
-                           f"({_show(kr.strides[p])})")  # fmt: skip
+        _check_at(v, sw, kr, pointers, bound, tensors, dict(zip(dims, combo, strict=True)))
+
+
+def _check_at(
+    v: Validator,
+    sw: str,
+    kr: KernelRecipe,
+    pointers: Mapping[str, str],
+    bound: Mapping[str, Expr],
+    tensors: Mapping[str, _T],
+    env: Mapping[str, int],
+) -> None:
+    at = ", ".join(f"{d}={x}" for d, x in env.items())
+
+    def value(e: Expr, values: Mapping[str, int], key: str, what: str = "") -> int:
+        try:
+            return e.evaluate(values)
+        except ZeroDivisionError:
+            v.fail(key, f"{what}{e.text!r} divides by zero at {at}; make every divisor "
+                   "positive at every bucket")  # fmt: skip
+
+    kv = {p: value(e, env, f"{sw}.args.{p}") for p, e in bound.items()}
+    for p, x in kv.items():
+        lo, hi = INT_RANGES[kr.signature[p]]
+        if not lo <= x <= hi:
+            v.fail(f"{sw}.args.{p}", f"{x} at {at} does not fit in {kr.signature[p]}")
+    for p, tname in pointers.items():
+        t = tensors[tname]
+        key = f"{sw}.args.{p}"
+        have = [value(e, env, key, f"{tname!r}'s shape: ") for e in t.shape]
+        if any(x < 0 for x in have):
+            v.fail(key, f"{tname!r} has a negative size {have} at {at}")
+        want = [value(e, kv, f"[[kernel]] {kr.name}.shapes.{p}") for e in kr.shapes[p]]
+        if have != want:
+            v.fail(key, f"{tname!r} has shape {have} at {at}, but {kr.name} reads {p} as "
+                   f"{_show(kr.shapes[p])} = {want} with these arguments")  # fmt: skip
+        if p in kr.strides:
+            have_s = [value(e, env, key, f"{tname!r}'s strides: ") for e in t.strides]
+            want_s = [value(e, kv, f"[[kernel]] {kr.name}.strides.{p}") for e in kr.strides[p]]
+            if have_s != want_s:
+                v.fail(key, f"{tname!r} is row-major with strides {have_s} at {at}, but "
+                       f"{kr.name} is given strides {want_s} for {p} "
+                       f"({_show(kr.strides[p])})")  # fmt: skip
 
 
 def _check_dtypes(
