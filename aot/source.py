@@ -35,7 +35,8 @@ def load_module(path: Path) -> ModuleType:
     if mod is None:
         name = "aotc_src_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
         spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
+        if spec is None or spec.loader is None:
+            raise KernelImportError(f"{path.name} is not a Python file; name a .py file")
         mod = importlib.util.module_from_spec(spec)
         folder = str(path.parent)
         if folder not in sys.path:

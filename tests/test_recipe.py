@@ -269,6 +269,24 @@ CASES = [
         'grid = "' + "-" * 900 + 'n"',
         ["scale.grid: ", "nests more than 64 levels deep"],
     ),
+    (  # tomllib's time grows with the square of the key's length
+        "dotted key of 20,000 parts",
+        'version = "1.0"',
+        'version = "1.0"\n[x]\ny = { ' + "a." * 20000 + "a = 1 }",
+        ["recipe.toml: line 7: a dotted key of more than 32 parts nests tables too deep"],
+    ),
+    (
+        "table header of 40 parts",
+        "[kernel.space]",
+        "[" + "a." * 40 + "a]\n[kernel.space]",
+        ["recipe.toml: line 16: a dotted key of more than 32 parts"],
+    ),
+    (  # "$" matches before a trailing newline
+        "kernel name with a newline",
+        'name = "scale"',
+        'name = "scale\\n"',
+        ["[[kernel]] #1.name: missing or invalid ('scale\\n')"],
+    ),
     (
         "array nested past the recursion limit",
         'version = "1.0"',
@@ -362,6 +380,12 @@ PLAN_CASES = [
         ],
     ),
     (
+        "kernel file not Python",
+        "small.py:scale_kernel",
+        "notes.txt:scale_kernel",
+        ["scale.source: notes.txt is not a Python file; name a .py file"],
+    ),
+    (
         "kernel parses the command line at import",
         "small.py:scale_kernel",
         "parses_argv.py:scale_kernel",
@@ -382,6 +406,7 @@ def test_bad_recipe_at_plan(tmp_path: Path, old: str, new: str, fragments: list[
     shutil.copytree(DATA / "kernels", tmp_path / "kernels")
     small = (DATA / "kernels" / "small.py").read_text()
     (tmp_path / "kernels" / "exits.py").write_text("import sys\nsys.exit(0)\n" + small)
+    (tmp_path / "kernels" / "notes.txt").write_text(small)
     (tmp_path / "kernels" / "attribute.py").write_text(f"{small}\n(1).nope\n")
     argv = "p = argparse.ArgumentParser()\np.add_argument('--size', required=True)\n"
     (tmp_path / "kernels" / "parses_argv.py").write_text(
@@ -407,6 +432,13 @@ def test_good_recipe_parses() -> None:
     assert k.space["num_warps"] == (4,) and k.space["BLOCK"] == (256, 1024)
     # default specialization: pointers and non-bucket ints divisible by 16
     assert k.specializations == ({"x_ptr": 16, "out_ptr": 16},)
+
+
+def test_a_recipe_over_4_mib_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_text(BASE + "#" * (4 << 20))
+    with pytest.raises(RecipeError, match="is over 4 MiB; a recipe is a few KiB"):
+        load(path)
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ module that knows it: ``[bundle]`` (bundle.py), ``[[kernel]]`` (kernel.py),
 from __future__ import annotations
 
 import hashlib
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -31,6 +32,14 @@ TOP_KEYS = ("format", "bundle", "kernel", "pipeline", "model")
 # five levels ([[pipeline]] -> step -> args); the cap keeps every later stage that walks
 # the data (messages, hashing, JSON) clear of Python's recursion limit.
 MAX_DEPTH = 32
+# tomllib's time grows with the square of a dotted key's length (a.b.c... = 1), so keys of
+# more parts than MAX_DEPTH are refused before it reads them; they would be too deep anyway.
+_LONG_KEY = re.compile(
+    r"(?:^|[\[{,])[ \t]*(?:(?:[A-Za-z0-9_-]+|\"[^\"\\\n]*\"|'[^'\n]*')[ \t]*\.[ \t]*)"
+    rf"{{{MAX_DEPTH},}}",
+    re.M,
+)
+MAX_BYTES = 4 << 20  # a recipe is a few KiB; this bounds the parser's time
 
 
 @dataclass(frozen=True)
@@ -57,17 +66,28 @@ class Recipe:
 def load(path: str | Path) -> Recipe:
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise RecipeError(path, "", "no such file") from None
     except IsADirectoryError:
         raise RecipeError(path, "", "is a directory; pass the recipe's .toml file") from None
     except OSError as exc:
         raise RecipeError(path, "", f"cannot be read: {exc.strerror or exc}") from None
+    if len(data) > MAX_BYTES:
+        raise RecipeError(path, "", f"is over {MAX_BYTES >> 20} MiB; a recipe is a few KiB")
     try:
-        doc = tomllib.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise RecipeError(path, "", "is not UTF-8 text") from None
+    long_key = _LONG_KEY.search(text)
+    if long_key is not None:
+        line = text.count("\n", 0, long_key.start()) + 1
+        raise RecipeError(path, f"line {line}", f"a dotted key of more than {MAX_DEPTH} parts "
+                          "nests tables too deep; a recipe needs a handful of levels: shorten "
+                          "it")  # fmt: skip
+    try:
+        doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RecipeError(path, "", f"invalid TOML: {exc}") from None
     except RecursionError:

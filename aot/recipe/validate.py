@@ -18,8 +18,9 @@ from loader.expr import Expr, ExprError, parse
 
 from ..errors import RecipeError
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")  # bundle names and versions
-IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")  # kernels, dtype variables, dimensions
+# \Z, not $: "$" also matches before a trailing newline, and "name\n" is no name.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")  # bundle names and versions
+IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # kernels, dtype variables, dimensions
 # Real expressions are a line or two, a few levels deep. Longer or deeper ones are refused:
 # compiling and evaluating them (here, in the plan and in the loader) recurses per level.
 MAX_EXPR_CHARS = 1000
