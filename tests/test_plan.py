@@ -91,9 +91,9 @@ def test_grid_past_cuda_limits_prunes_the_configs_that_exceed(
             f"grid y exceeds CUDA's limit of 65,535 at n=65536 on {inst.target.name} (y = 76,800)"
         )
     assert main(["plan", str(path)]) == 0
-    assert "1 fit, 1 pruned (1× grid y exceeds CUDA's limit of 65,535 at n=65536)" in (
-        capsys.readouterr().out
-    )
+    out = capsys.readouterr().out
+    assert "1 fit, 1 pruned (1× grid y exceeds CUDA's limit of 65,535 at n=65536)" in out
+    assert "plan size: 32 (bucket, variant) pairs, of a cap of 1,000,000" in out
 
 
 def test_plan_size_counts_every_factor_without_expanding() -> None:

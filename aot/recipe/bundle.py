@@ -10,9 +10,9 @@ from ..targets import GPU, UnknownTarget, resolve
 from .validate import Validator, show
 
 BUNDLE_KEYS = ("name", "version", "targets", "max_plan_size")
-# The largest build matrix (see aot/plan.py, plan_size) a recipe gets without asking: a
-# plan this size already takes about a minute to rank on one core, and the matrix grows
-# as the product of its factors, so a slip (two long bucket lists) can ask for hours.
+# The largest build matrix (aot/plan.py, plan_size) a recipe gets without asking. Planning
+# ranks every config at every bucket, and the matrix grows as the product of the recipe's
+# lists, so a slip (two long bucket lists) could otherwise ask for hours.
 MAX_PLAN_SIZE = 1_000_000
 
 
