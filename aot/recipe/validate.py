@@ -80,8 +80,9 @@ class Validator:
         ("dimension names"), ``one`` what each must be ("a dimension")."""
         if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
             self.fail(key, f"must be a list of {names}, e.g. {example}")
+        known = set(allowed)
         for x in raw:
-            if x not in allowed:
+            if x not in known:
                 self.fail(key, f"{show(x)} is not {one}; choose from {list(allowed)}")
         return raw
 
