@@ -39,7 +39,7 @@ mode) are timed against the module's own eager forward, each replayed from a CUD
 and called directly, as the loader serves them, and the fastest is what the bucket serves
 (aot/model_select.py): only a compiled winner's artifact enters the bundle.
 
-The recipe table (``[model]``) is parsed here too, without importing torch.
+The recipe table (``[model]``) is parsed, without importing torch, by aot/recipe/model.py.
 """
 
 from __future__ import annotations
@@ -48,9 +48,7 @@ import copy
 import hashlib
 import importlib.util
 import io
-import itertools
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -78,190 +76,14 @@ from .errors import BuildError
 from .model_pool import Job, compile_in_workers
 from .model_select import Choice, Serving, measure
 from .progress import Progress
+from .recipe.model import MODES, ModelRecipe
 
 if TYPE_CHECKING:
-    from .recipe import _Validator
     from .tune.gpu import GpuInfo
 
-MODEL_KEYS = (
-    "name", "source", "kwargs", "dtype", "inputs", "buckets", "pad", "outputs", "mode",
-    "options", "tolerance", "seed", "backend", "select",
-)  # fmt: skip
-# Recipe mode -> Inductor's own mode whose options are applied (torch._inductor
-# list_mode_options). No "cudagraphs" variants: the loader captures the graph itself.
-MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
-DEVICES = ("auto", "cuda", "cpu")
-# [model].select: "fastest" times the ways to serve each bucket (aot/model_select.py) and
-# serves the fastest; "compiled" always serves the artifact.
-SELECT = ("fastest", "compiled")
-# Relative error allowed against the float64 reference (max |out - ref| / max |ref|).
-TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-3, "fp64": 1e-9}
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-@dataclass(frozen=True)
-class ModelRecipe:
-    name: str
-    source: Path  # absolute path of the Python file
-    factory: str
-    source_text: str  # "path:factory" as written
-    kwargs: Mapping[str, Any]
-    dtype: str
-    inputs: tuple[mf.ModelInput, ...]
-    dims: tuple[str, ...]
-    buckets: tuple[tuple[int, ...], ...]
-    pad: tuple[str, ...]
-    outputs: tuple[tuple[str | int, ...], ...]
-    modes: tuple[str, ...]  # MODES; each bucket is compiled in each (select picks)
-    options: Mapping[str, Any]  # extra Inductor config patches, applied over each mode's
-    tolerance: float
-    seed: int
-    backend: str = "aoti"  # loader.manifest.MODEL_BACKENDS; the recipe's default
-    select: str = "fastest"  # SELECT
-
-    @property
-    def mode(self) -> str:
-        """The recipe's modes as the report and the manifest name them: "max-autotune",
-        "max-autotune+default"."""
-        return "+".join(self.modes)
-
-    def label(self, mode: str) -> str:
-        """How labels name ``mode``'s artifact: by its mode only when there are several."""
-        return mode if len(self.modes) > 1 else ""
-
-    @property
-    def bucket_grid(self) -> list[tuple[int, ...]]:
-        """Every bucket, row-major over ``dims`` (the loader's flat_bucket order)."""
-        return list(itertools.product(*self.buckets))
-
-
-def parse_model(v: _Validator, raw: Any, root: Path) -> ModelRecipe:
-    from .recipe import _source
-
-    w = "[model]"
-    if not isinstance(raw, dict):
-        v.fail(w, "must be a table: write [model]")
-    v.keys(raw, MODEL_KEYS, w)
-    name = raw.get("name", "model")
-    if not isinstance(name, str) or not _IDENT.match(name):
-        v.fail(f"{w}.name", f"{name!r} must be an identifier")
-    source_text = v.string(raw, "source", w)
-    source, factory = _source(v, source_text, f"{w}.source", root)
-    kwargs = v.table(raw, "kwargs", w)
-    dtype = raw.get("dtype")
-    if dtype not in mf.MODEL_DTYPES:
-        v.fail(f"{w}.dtype", f"{dtype!r}: use one of {', '.join(mf.MODEL_DTYPES)}")
-
-    buckets_raw = v.table(raw, "buckets", w)
-    dims = tuple(buckets_raw)
-    for d in dims:
-        if not _IDENT.match(d):
-            v.fail(f"{w}.buckets.{d}", "a dimension name must be an identifier")
-    buckets = tuple(v.bounds(b, f"{w}.buckets.{d}") for d, b in buckets_raw.items())
-
-    def shape(raw_shape: Any, key: str) -> tuple[str | int, ...]:
-        if not isinstance(raw_shape, list) or not raw_shape:
-            v.fail(key, 'must be a non-empty list of sizes and dimension names, e.g. '
-                   '["batch", "seq", 1024]')  # fmt: skip
-        out: list[str | int] = []
-        for item in raw_shape:
-            if isinstance(item, str):
-                if item not in dims:
-                    hint = f"declare it under {w}.buckets" if dims else f"add {w}.buckets"
-                    v.fail(key, f"dimension {item!r} has no buckets; {hint}")
-                out.append(item)
-            else:
-                out.append(v.int_value(item, key, minimum=1))
-        return tuple(out)
-
-    inputs_raw = v.table(raw, "inputs", w, required=True)
-    if not inputs_raw:
-        v.fail(f"{w}.inputs", "is empty; name forward's tensor arguments in order")
-    inputs: list[mf.ModelInput] = []
-    for iname, spec in inputs_raw.items():
-        key = f"{w}.inputs.{iname}"
-        idtype = dtype
-        if isinstance(spec, dict):
-            v.keys(spec, ("shape", "dtype"), key)
-            idtype = spec.get("dtype", dtype)
-            if idtype not in mf.MODEL_DTYPES:
-                v.fail(f"{key}.dtype", f"{idtype!r}: use one of {', '.join(mf.MODEL_DTYPES)} "
-                       "(integer inputs are not supported yet)")  # fmt: skip
-            spec = spec.get("shape")
-        inputs.append(mf.ModelInput(iname, str(idtype), shape(spec, key)))
-    used = {d for i in inputs for d in i.shape if isinstance(d, str)}
-    for d in dims:
-        if d not in used:
-            v.fail(f"{w}.buckets.{d}", "no input uses this dimension; remove it")
-
-    pad_raw = v.choices(raw.get("pad", []), f"{w}.pad", dims, "dimension names", "a dimension",
-                        '["batch"]')  # fmt: skip
-    if len(set(pad_raw)) != len(pad_raw):
-        v.fail(f"{w}.pad", "lists a dimension twice")
-
-    outputs_raw = raw.get("outputs")
-    outputs: tuple[tuple[str | int, ...], ...] = ()
-    if outputs_raw is None:
-        if pad_raw:
-            v.fail(f"{w}.outputs", "missing; with pad, give each output's shape (e.g. "
-                   '[["batch", "seq", 1024]]) so padded dimensions can be sliced back')  # fmt: skip
-    else:
-        if not isinstance(outputs_raw, list) or not outputs_raw:
-            v.fail(f"{w}.outputs", "must be a list of shapes, one per output of forward")
-        outputs = tuple(shape(o, f"{w}.outputs[{i}]") for i, o in enumerate(outputs_raw))
-
-    mode = raw.get("mode", "max-autotune")
-    modes = mode if isinstance(mode, list) else [mode]
-    for i, m in enumerate(modes):
-        if not isinstance(m, str) or m not in MODES:
-            at = f"{w}.mode" + (f"[{i}]" if isinstance(mode, list) else "")
-            v.fail(at, f"{m!r}: use one of {', '.join(MODES)}, or a list of them")
-    if not modes or len(set(modes)) != len(modes):
-        v.fail(f"{w}.mode", f"{mode!r}: list each mode once, at least one")
-    options = v.table(raw, "options", w)
-    tol = raw.get("tolerance", TOLERANCE[str(dtype)])
-    if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
-        v.fail(f"{w}.tolerance", f"{tol!r} must be a number between 0 and 1")
-    seed = v.int_value(raw.get("seed", 0), f"{w}.seed", minimum=0)
-    backend = raw.get("backend", "aoti")
-    if backend not in mf.MODEL_BACKENDS:
-        v.fail(f"{w}.backend", f"{backend!r}: use one of {', '.join(mf.MODEL_BACKENDS)}")
-    if backend == "inductor" and "max-autotune" in modes:
-        v.fail(f"{w}.backend", '"inductor" with mode "max-autotune": such artifacts tune '
-               "their kernels again at the first call in every new process (on the H200, 22 "
-               "autotuning runs for the tiny test model), so serving would not start "
-               'tuned. Use backend = "aoti" (the default; its library holds the chosen '
-               'configurations), or mode = "default"')  # fmt: skip
-    select = raw.get("select", "fastest")
-    if select not in SELECT:
-        v.fail(f"{w}.select", f"{select!r}: use one of {', '.join(SELECT)} (fastest: each bucket "
-               "serves whichever of the compiled artifact and the module's eager forward, "
-               "from a CUDA graph or called directly, measures fastest)")  # fmt: skip
-    if select == "compiled" and len(modes) > 1:
-        v.fail(f"{w}.select", f'"compiled" with {len(modes)} modes: which mode serves a bucket '
-               'is decided by timing them; use select = "fastest", or one mode')  # fmt: skip
-    return ModelRecipe(
-        name=name,
-        source=source,
-        factory=factory,
-        source_text=source_text,
-        kwargs=dict(kwargs),
-        dtype=str(dtype),
-        inputs=tuple(inputs),
-        dims=dims,
-        buckets=buckets,
-        pad=tuple(pad_raw),
-        outputs=outputs,
-        modes=tuple(str(m) for m in modes),
-        options=dict(options),
-        tolerance=float(tol),
-        seed=seed,
-        backend=str(backend),
-        select=str(select),
-    )
-
-
 # --- build --------------------------------------------------------------------------------
+
+DEVICES = ("auto", "cuda", "cpu")
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ from typing import IO, Any
 
 from .cache import CompileCache
 from .errors import BuildError
+from .recipe import load
 
 ERROR_PREFIX = "aotc-model-worker-error: "
 
@@ -129,7 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(job["parent"])
     from . import model as m
-    from .recipe import load
 
     try:
         import torch

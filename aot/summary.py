@@ -6,8 +6,8 @@ from collections import defaultdict
 
 from .build import cached_ranker
 from .inspect import model_buckets
-from .model import ModelRecipe
-from .plan import Instance, Plan
+from .plan import Instance, Plan, plan_size
+from .recipe import ModelRecipe
 from .select import heuristic_chooser, wanted_variants
 from .targets import label
 
@@ -57,14 +57,17 @@ def describe_plan(plan: Plan) -> str:
         out.append("")
     if r.model is not None:
         out += _describe_model(r.model, [t.name for t in r.targets])
+    cap = (f"plan size: {sum(n for n, _ in plan_size(r).values()):,} (bucket, variant) pairs, "
+           f"of a cap of {r.max_plan_size:,} ([bundle].max_plan_size)")  # fmt: skip
     if not plan.instances and r.model is not None:
-        return "\n".join(out).rstrip()  # no kernels: no kernel matrix
+        return "\n".join([*out, cap])  # no kernels: no kernel matrix
     heuristic = len(wanted_variants(plan, heuristic_chooser(cached_ranker(plan)), {}))
     out.append(f"matrix: {plan.size} variants in all (what a tuner compiles)")
     out.append(
         f"without a GPU: {heuristic} variants (the heuristic's pick per bucket, before any "
         "fallback for failures)"
     )
+    out.append(cap)
     return "\n".join(out)
 
 

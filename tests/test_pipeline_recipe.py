@@ -187,6 +187,49 @@ CASES = [
         '[[pipeline]]\nname = "mlp"\nbuckets = { M = [2, 1,',
         ["[[pipeline]] mlp.buckets.M", "must be strictly increasing"],
     ),
+    (
+        "float argument not finite",
+        'out_ptr = "h", eps = 1e-5 }',
+        'out_ptr = "h", eps = nan }',
+        ["step[0] (rmsnorm).args.eps: nan: give eps (fp32) a finite number"],
+    ),
+    (
+        "float argument past a double",
+        'out_ptr = "h", eps = 1e-5 }',
+        'out_ptr = "h", eps = 1' + "0" * 400 + " }",
+        ["step[0] (rmsnorm).args.eps: ", "give eps (fp32) a finite number"],
+    ),
+    # Found by tests/test_fuzz_recipe.py: ZeroDivisionError tracebacks, a RecursionError.
+    (
+        "kernel stride divides by zero",
+        'r_ptr = ["stride_cm", "stride_cn"]',
+        'r_ptr = ["stride_cm // 0", "stride_cn"]',
+        ["[[kernel]] down.strides.r_ptr: 'stride_cm // 0' divides by zero at M=1"],
+    ),
+    (
+        "tensor shape divides by zero",
+        'h = { role = "scratch", dtype = "bf16", shape = ["M", 4096] }',
+        'h = { role = "scratch", dtype = "bf16", shape = ["M", "4096 // (M - 1)"] }',
+        ["step[0] (rmsnorm).args.stride_out: '(4096 // (M - 1))' divides by zero at M=1"],
+    ),
+    (
+        "constant shape divides by zero",
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096, "1 // 0"] }',
+        ["[[pipeline]] mlp.tensors.w_norm.shape: [4096, '1 // 0'] divides by zero"],
+    ),
+    (
+        "kernel shape nested too deep",
+        'w_ptr = ["N"], out_ptr = ["M", "N"] }',
+        'w_ptr = ["' + "-" * 900 + 'N"], out_ptr = ["M", "N"] }',
+        ["[[kernel]] rmsnorm.shapes.w_ptr", "nests more than 64 levels deep"],
+    ),
+    (
+        "tensor of too many dimensions",
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
+        'w_norm = { role = "weight", dtype = "bf16", shape = [' + "1, " * 20 + "4096] }",
+        ["[[pipeline]] mlp.tensors.w_norm.shape: has 21 dimensions; at most 16"],
+    ),
 ]
 
 
@@ -196,6 +239,21 @@ def test_bad_pipeline(tmp_path: Path, old: str, new: str, fragments: list[str]) 
     path = write(tmp_path, GOOD.replace(old, new, 1))
     assert path == tmp_path / "mlp.toml" and fragments
     expect_recipe(path, fragments)
+
+
+def test_pipelines_too_big_to_check_are_refused_before_checking(tmp_path: Path) -> None:
+    # Each pipeline is within the 4,096 combinations a pipeline may have, but checking five
+    # of them, 4,000 combinations × 4 steps each, would take minutes.
+    head, pipeline = GOOD.split("[[pipeline]]\n", 1)
+    many = "[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]"
+    assert many in pipeline
+    pipeline = pipeline.replace(many, str(list(range(1, 4001))))
+    text = head + "".join(
+        "[[pipeline]]\n" + pipeline.replace('name = "mlp"', f'name = "mlp{i}"') for i in range(5)
+    )
+    with pytest.raises(RecipeError, match=r"\[\[pipeline\]\]: 80,000 \(bucket combination, "
+                       r"step\) pairs to check; at most 65,536 in all"):  # fmt: skip
+        load(write(tmp_path, text))
 
 
 class _Weight:

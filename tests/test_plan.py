@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from aot import heuristic
-from aot.plan import GENERIC, make_plan
+from aot.cli import main
+from aot.errors import RecipeError
+from aot.plan import GENERIC, make_plan, plan_size
 from aot.recipe import load
 from aot.targets import GPUS, resolve
 
@@ -41,10 +45,6 @@ def test_threads_limit_prunes(recipe_dir: Path) -> None:
     text = (recipe_dir / "small.toml").read_text().replace("num_warps = [4]", "num_warps = [4, 64]")
     (recipe_dir / "small.toml").write_text(text.replace("num_warps = 4\n", ""))
     # 64 warps is rejected at load (not a valid num_warps); the table limit is 1024 threads
-    import pytest
-
-    from aot.errors import RecipeError
-
     with pytest.raises(RecipeError, match="64 is not a power of two; use 1, 2, 4, 8, 16 or 32"):
         load(recipe_dir / "small.toml")
 
@@ -74,3 +74,71 @@ def test_target_table() -> None:
     assert resolve("H100-PCIE").sms == 114
     for g in GPUS:
         assert g.smem_per_block <= g.smem_per_sm and g.cc[0] in (8, 9)
+
+
+def test_grid_past_cuda_limits_prunes_the_configs_that_exceed(
+    recipe_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # At n = 65536: BLOCK=256 launches 76,800 programs along y (over 65,535), BLOCK=1024 19,200.
+    path = recipe_dir / "small.toml"
+    path.write_text(path.read_text().replace('"cdiv(n, BLOCK)"', '["1", "n // BLOCK * 300"]'))
+    plan = make_plan(load(path))
+    for inst in plan.instances:
+        assert [dict(c.meta)["BLOCK"] for c in inst.configs] == [1024]
+        ((c, why),) = inst.pruned
+        assert dict(c.meta)["BLOCK"] == 256
+        assert why == (
+            f"grid y exceeds CUDA's limit of 65,535 at n=65536 on {inst.target.name} (y = 76,800)"
+        )
+    assert main(["plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 fit, 1 pruned (1× grid y exceeds CUDA's limit of 65,535 at n=65536)" in out
+    assert "plan size: 32 (bucket, variant) pairs, of a cap of 1,000,000" in out
+
+
+def test_plan_size_counts_every_factor_without_expanding() -> None:
+    sizes = plan_size(load(ROOT / "recipes" / "example.toml"))
+    # 14 buckets × 480 configs × 2 specializations × 2 dtypes × 2 targets
+    assert sizes["[[kernel]] matmul"][0] == 14 * 480 * 2 * 2 * 2
+    assert sizes["[[kernel]] rmsnorm"][0] == 14 * 12 * 2 * 2 * 2
+
+
+def test_plan_cap_refuses_a_big_matrix_and_the_recipe_can_raise_it(recipe_dir: Path) -> None:
+    path = recipe_dir / "small.toml"
+    small = 2 * 2 * 2 * 2 * 2  # buckets × configs × specializations × dtypes × targets
+    with pytest.raises(RecipeError) as e:
+        make_plan(load(path), max_size=small - 1)
+    assert f"raise the cap with max_plan_size = {small} under [bundle]" in str(e.value)
+    assert str(e.value).startswith(f"{path}: [[kernel]] scale: 32 = 2 buckets × 2 configs")
+    path.write_text(
+        path.read_text().replace('version = "1.0"', 'version = "1.0"\nmax_plan_size = 31')
+    )
+    with pytest.raises(RecipeError, match="over the cap of 31"):
+        make_plan(load(path))
+    path.write_text(path.read_text().replace("max_plan_size = 31", f"max_plan_size = {small}"))
+    assert make_plan(load(path)).size == 16
+
+
+def test_plan_of_a_3000_by_3000_bucket_matrix_is_refused_before_expanding(
+    recipe_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bounds = list(range(1, 3001))
+    path = recipe_dir / "small.toml"
+    text = path.read_text().replace('n = "i32"', 'n = "i32", m = "i32"')
+    path.write_text(text.replace("buckets = { n = [1024, 65536] }",
+                                 f"buckets = {{ n = {bounds}, m = {bounds} }}"))  # fmt: skip
+    assert main(["plan", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "[[kernel]] scale: 144,000,000 = 9,000,000 buckets × 2 configs" in err
+    assert "max_plan_size = 144000000 under [bundle]" in err and "Traceback" not in err
+
+
+def test_what_a_kernel_file_prints_at_import_goes_to_stderr_announced(
+    recipe_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kernel = recipe_dir / "kernels" / "small.py"
+    kernel.write_text("import sys\nprint('hello from the kernel', sys.argv)\n" + kernel.read_text())
+    assert main(["plan", str(recipe_dir / "small.toml")]) == 0
+    out, err = capsys.readouterr()
+    assert "hello" not in out and out.startswith("recipe small 1.0")
+    assert f"aotc: importing small.py printed:\n  | hello from the kernel ['{kernel}']\n" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,121 @@ CASES = [
         "",
         ["scale.grid: reads n, which is neither a bucket key nor in sizes"],
     ),
+    # bool and float compare equal to 1 in Python
+    ("format true", "format = 1", "format = true", ["format: True is not a recipe format"]),
+    ("format float", "format = 1", "format = 1.0", ["format: 1.0 is not a recipe format"]),
+    (
+        "bucket bound past i32",
+        "[1024, 65536]",
+        "[1024, 4294967296]",
+        ["buckets.n: 4294967296 does not fit in i32 (the type of n in signature)"],
+    ),
+    (
+        "bucket bound 10**23",
+        "[1024, 65536]",
+        "[1024, 100000000000000000000000]",
+        ["buckets.n: 100000000000000000000000 does not fit in i32"],
+    ),
+    (
+        "size past i32",
+        "buckets = { n = [1024, 65536] }",
+        "sizes = { n = 2147483648 }",
+        ["sizes.n: 2147483648 does not fit in i32 (the type of n in signature)"],
+    ),
+    (
+        "fixed past i64",
+        "[kernel.space]",
+        "fixed = { EXTRA = 9223372036854775808 }\n[kernel.space]",
+        ["fixed.EXTRA: 9223372036854775808 does not fit in i64"],
+    ),
+    (
+        "space past i64",
+        "BLOCK = [256, 1024]",
+        "BLOCK = [256, -9223372036854775809]",
+        ["space.BLOCK: -9223372036854775809 does not fit in i64"],
+    ),
+    (
+        "specialization float",
+        "[kernel.space]",
+        "specializations = [{ n = 16.0 }]\n[kernel.space]",
+        ["specializations[0].n: 16.0: use 16"],
+    ),
+    (
+        "flops reads an unsized argument",
+        'alpha = "fp32" }',
+        'k = "i32", alpha = "fp32" }\ntune = { flops = "2 * n * k" }',
+        [
+            "scale.tune.flops: reads k, which is neither a bucket key nor in sizes; give it a "
+            "representative value under [[kernel]] scale.sizes"
+        ],
+    ),
+    (
+        "flops reads a searched meta-parameter",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { bytes = "n * BLOCK" }',
+        ["scale.tune.bytes: reads BLOCK, a searched meta-parameter (in space)"],
+    ),
+    (
+        "flops reads a float argument",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { flops = "n * alpha" }',
+        ["scale.tune.flops: reads alpha, a pointer or float argument"],
+    ),
+    (
+        "flops unknown name",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { flops = "n * nope" }',
+        ["scale.tune.flops: unknown name(s) nope"],
+    ),
+    (
+        "expression too long",
+        'grid = "cdiv(n, BLOCK)"',
+        'grid = "' + "n + " * 400 + 'n"',
+        ["scale.grid: is 1601 characters long; write an expression of at most 1000"],
+    ),
+    # Found by tests/test_fuzz_recipe.py: a ValueError in the heuristic, a RecursionError.
+    (
+        "tile size below 1",
+        "BLOCK = [256, 1024]",
+        "BLOCK = [-1, 1024]",
+        ["space.BLOCK: -1: the grid reads BLOCK, so its values are tile sizes"],
+    ),
+    (
+        "expression nested too deep",
+        'grid = "cdiv(n, BLOCK)"',
+        'grid = "' + "-" * 900 + 'n"',
+        ["scale.grid: ", "nests more than 64 levels deep"],
+    ),
+    (  # tomllib's time grows with the square of the key's length
+        "dotted key of 20,000 parts",
+        'version = "1.0"',
+        'version = "1.0"\n[x]\ny = { ' + "a." * 20000 + "a = 1 }",
+        ["recipe.toml: line 7: a dotted key of more than 32 parts nests tables too deep"],
+    ),
+    (
+        "table header of 40 parts",
+        "[kernel.space]",
+        "[" + "a." * 40 + "a]\n[kernel.space]",
+        ["recipe.toml: line 16: a dotted key of more than 32 parts"],
+    ),
+    (  # "$" matches before a trailing newline
+        "kernel name with a newline",
+        'name = "scale"',
+        'name = "scale\\n"',
+        ["[[kernel]] #1.name: missing or invalid ('scale\\n')"],
+    ),
+    (
+        "array nested past the recursion limit",
+        'version = "1.0"',
+        'version = "1.0"\ndeep = ' + "[" * 5000 + "]" * 5000,
+        ["arrays or tables are nested more than 32 levels deep"],
+    ),
+    (
+        "array nested deeper than a recipe needs",
+        "buckets = { n = [1024, 65536] }",
+        "buckets = { n = " + "[" * 40 + "1" + "]" * 40 + " }",
+        ["kernel[0].buckets.n...: arrays or tables are nested more than 32 levels deep"],
+    ),
 ]
 
 
@@ -226,6 +342,59 @@ PLAN_CASES = [
         'constraints = ["BLOCK > SMEM"]\n[kernel.space]',
         ["no candidate fits sm_80"],
     ),
+    ("grid divides by zero", "cdiv(n, BLOCK)", "n // 0", ["scale.grid: divides by zero at n=1024"]),
+    (
+        "grid divides by zero at one config",
+        "cdiv(n, BLOCK)",
+        "cdiv(n, BLOCK - 256)",
+        ["scale.grid: divides by zero at n=1024 with BLOCK=256 warps=4 stages=1 on sm_80"],
+    ),
+    (
+        "flops divides by zero at a bucket",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { flops = "n // (n - 65536)" }',
+        ["scale.tune.flops: 'n // (n - 65536)' divides by zero at n=65536"],
+    ),
+    (
+        "grid past CUDA's limits",
+        'grid = "cdiv(n, BLOCK)"',
+        'grid = ["1", "n"]',
+        [
+            "no candidate fits sm_80: grid y exceeds CUDA's limit of 65,535 at n=65536 on sm_80 "
+            "(y = 65,536)"
+        ],
+    ),
+    (
+        "kernel exits at import",
+        "small.py:scale_kernel",
+        "exits.py:scale_kernel",
+        ["scale.source: exits.py called sys.exit(0) while being imported", "__main__"],
+    ),
+    (
+        "kernel fails at import with an AttributeError",
+        "small.py:scale_kernel",
+        "attribute.py:scale_kernel",
+        [
+            "scale.source: importing attribute.py failed: AttributeError: 'int' object has no "
+            "attribute 'nope'"
+        ],
+    ),
+    (
+        "kernel file not Python",
+        "small.py:scale_kernel",
+        "notes.txt:scale_kernel",
+        ["scale.source: notes.txt is not a Python file; name a .py file"],
+    ),
+    (
+        "kernel parses the command line at import",
+        "small.py:scale_kernel",
+        "parses_argv.py:scale_kernel",
+        [
+            "scale.source: parses_argv.py called sys.exit(2) while being imported; it printed: "
+            "usage: parses_argv.py [-h] --size SIZE / parses_argv.py: error: the following "
+            "arguments are required: --size"
+        ],
+    ),
 ]
 
 
@@ -234,7 +403,15 @@ PLAN_CASES = [
 )
 def test_bad_recipe_at_plan(tmp_path: Path, old: str, new: str, fragments: list[str]) -> None:
     assert old in BASE, old
-    (tmp_path / "kernels").symlink_to(DATA / "kernels")
+    shutil.copytree(DATA / "kernels", tmp_path / "kernels")
+    small = (DATA / "kernels" / "small.py").read_text()
+    (tmp_path / "kernels" / "exits.py").write_text("import sys\nsys.exit(0)\n" + small)
+    (tmp_path / "kernels" / "notes.txt").write_text(small)
+    (tmp_path / "kernels" / "attribute.py").write_text(f"{small}\n(1).nope\n")
+    argv = "p = argparse.ArgumentParser()\np.add_argument('--size', required=True)\n"
+    (tmp_path / "kernels" / "parses_argv.py").write_text(
+        f"import argparse\n{argv}p.parse_args()\n{small}"
+    )
     path = tmp_path / "recipe.toml"
     text = BASE.replace(old, new, 1)
     if "BLOCK = [" not in text:  # the grid must not read the constexpr we removed
@@ -255,6 +432,13 @@ def test_good_recipe_parses() -> None:
     assert k.space["num_warps"] == (4,) and k.space["BLOCK"] == (256, 1024)
     # default specialization: pointers and non-bucket ints divisible by 16
     assert k.specializations == ({"x_ptr": 16, "out_ptr": 16},)
+
+
+def test_a_recipe_over_4_mib_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.toml"
+    path.write_text(BASE + "#" * (4 << 20))
+    with pytest.raises(RecipeError, match="is over 4 MiB; a recipe is a few KiB"):
+        load(path)
 
 
 def test_missing_file_and_directory(tmp_path: Path) -> None:

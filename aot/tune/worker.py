@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..signals import detach_worker
+from ..source import load_module
 
 TARGET_MS = 25.0  # time spent measuring one candidate once warm
 MIN_REPS, MAX_REPS = 5, 200
@@ -34,8 +35,6 @@ FATAL_MARKERS = ("illegal", "misaligned", "unspecified launch failure", "CUDA_ER
 
 def _load(ref: str) -> Callable[..., Any]:
     """A recipe's "path.py:function" (the path absolute), imported once per process."""
-    from ..source import load_module
-
     file, _, name = ref.rpartition(":")
     fn: Callable[..., Any] = getattr(load_module(Path(file)), name)
     return fn

@@ -1,0 +1,108 @@
+"""How a kernel is launched and which variants are built: the ``grid``, the
+``constraints`` a config must meet, and the ``specializations`` compiled beside the
+generic variant."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from typing import Any
+
+from loader.expr import Expr, parse
+from loader.manifest import INT_TYPES
+
+from .kernel_names import Names
+from .validate import Validator, show
+
+SPEC_VALUES = (0, 1, 16)  # no assumption, equal to 1, divisible by 16
+
+
+def parse_grid(v: Validator, k: Mapping[str, Any], w: str, names: Names) -> tuple[Expr, Expr, Expr]:
+    key = f"{w}.grid"
+    raw = k.get("grid")
+    if raw is None:
+        v.fail(key, 'missing; give the launch grid, e.g. "cdiv(M, BLOCK_M)"')
+    items = [raw] if isinstance(raw, str | int) and not isinstance(raw, bool) else raw
+    if not isinstance(items, list) or not 1 <= len(items) <= 3:
+        v.fail(key, "must be an expression or a list of 1 to 3 expressions")
+    exprs = [
+        names.grid(v, item, f"{key}[{i}]" if isinstance(raw, list) else key)
+        for i, item in enumerate(items)
+    ]
+    while len(exprs) < 3:
+        exprs.append(parse("1"))
+    grid = (exprs[0], exprs[1], exprs[2])
+    names.check_sized(v, key, grid)
+    return grid
+
+
+def check_tiles(
+    v: Validator, w: str, grid: tuple[Expr, Expr, Expr], space: Mapping[str, tuple[int, ...]]
+) -> None:
+    """A searched meta-parameter the grid reads is a tile size (the heuristic takes the
+    product of these as the work of one program), so each of its values is at least 1."""
+    read = set().union(*(g.names for g in grid))
+    for name in sorted(read & set(space)):
+        for x in space[name]:
+            if x < 1:
+                v.fail(f"{w}.space.{name}", f"{x}: the grid reads {name}, so its values are "
+                       "tile sizes: use 1 or more")  # fmt: skip
+
+
+def parse_constraints(v: Validator, k: Mapping[str, Any], w: str, names: Names) -> tuple[Expr, ...]:
+    raw = k.get("constraints", [])
+    if not isinstance(raw, list):
+        v.fail(f"{w}.constraints", "must be a list of boolean expressions")
+    return tuple(names.constraint(v, text, f"{w}.constraints[{i}]") for i, text in enumerate(raw))
+
+
+def parse_specializations(
+    v: Validator,
+    k: Mapping[str, Any],
+    w: str,
+    signature: Mapping[str, str],
+    buckets: Mapping[str, tuple[int, ...]],
+) -> tuple[Mapping[str, int], ...]:
+    """Each entry: argument -> 16 (divisible by 16) or 1 (equal to 1). The generic variant
+    (no assumptions) is always added by the planner and is not listed here."""
+    raw = k.get("specializations")
+    specializable = [p for p, t in signature.items() if t.startswith("*") or t in INT_TYPES]
+    if raw is None:
+        # Default: pointers 16-byte aligned and every non-bucket integer divisible by 16.
+        raw = [{"*": 16, **{b: 0 for b in buckets}}]
+    if not isinstance(raw, list):
+        v.fail(f"{w}.specializations", "must be a list of tables, e.g. [{ '*' = 16 }]")
+    out: list[Mapping[str, int]] = []
+    seen: set[frozenset[tuple[str, int]]] = set()
+    for i, prof in enumerate(raw):
+        key = f"{w}.specializations[{i}]"
+        resolved = _specialization(v, prof, key, signature, specializable)
+        if frozenset(resolved.items()) in seen:
+            v.fail(key, "repeats an earlier specialization")
+        seen.add(frozenset(resolved.items()))
+        out.append(resolved)
+    return tuple(out)
+
+
+def _specialization(
+    v: Validator, prof: Any, key: str, signature: Mapping[str, str], specializable: list[str]
+) -> dict[str, int]:
+    if not isinstance(prof, dict):
+        v.fail(key, "must be a table mapping arguments to 16, 1 or 0")
+    for pname, value in prof.items():
+        if pname != "*" and pname not in specializable:
+            close = difflib.get_close_matches(pname, specializable, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"choose from {specializable}"
+            v.fail(f"{key}.{pname}", f"not a pointer or integer argument; {hint}")
+        if isinstance(value, bool) or type(value) is not int or value not in SPEC_VALUES:
+            v.fail(
+                f"{key}.{pname}",
+                f"{show(value)}: use 16 (divisible by 16), 1 (equal to 1) or 0 (no assumption)",
+            )
+        if value == 1 and (pname == "*" or signature[pname].startswith("*")):
+            v.fail(f"{key}.{pname}", "only integer arguments can be assumed equal to 1")
+    star: int = prof.get("*", 0)
+    resolved: dict[str, int] = {p: prof.get(p, star) for p in specializable if prof.get(p, star)}
+    if not resolved:
+        v.fail(key, "assumes nothing; the generic variant is always built, drop this entry")
+    return resolved

@@ -1,0 +1,72 @@
+"""``[kernel.tune]``: how the tuner searches one kernel (documented in recipes/README.md)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loader.expr import Expr
+
+from .kernel_names import Names
+from .validate import Validator
+
+TUNE_KEYS = (
+    "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
+    "flops", "bytes", "baseline", "tolerance",
+)  # fmt: skip
+STRATEGIES = ("model", "bayes", "random", "grid")
+_COUNTS = (("budget", 1), ("patience", 1), ("warm_patience", 1), ("seed", 0), ("finalists", 1),
+           ("rounds", 1))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """How the tuner searches one kernel (``[kernel.tune]``); see recipes/README.md."""
+
+    strategy: str = "model"
+    budget: int = 60  # most benchmarks per (target, dtypes, bucket)
+    patience: int = 30  # stop after this many benchmarks without a gain above 1%
+    warm_patience: int = 15  # the same, for a bucket warm-started from its neighbour
+    seed: int = 0
+    finalists: int = 5  # re-measured interleaved, and verified, before choosing
+    rounds: int = 5
+    flops: Expr | None = None  # work per call, for TFLOP/s in the report
+    bytes: Expr | None = None  # bytes moved per call, for GB/s
+    baseline: str | None = None  # "path.py:function" doing the same work another way
+    tolerance: float | None = None  # relative error allowed; default by dtype
+
+
+def parse_tune(
+    v: Validator, k: Mapping[str, Any], w: str, root: Path, names: Names
+) -> TuneSettings:
+    t = v.table(k, "tune", w)
+    key = f"{w}.tune"
+    v.keys(t, TUNE_KEYS, key)
+    out: dict[str, Any] = {}
+    if "strategy" in t:
+        out["strategy"] = _strategy(v, t["strategy"], f"{key}.strategy")
+    for name, minimum in _COUNTS:
+        if name in t:
+            out[name] = v.int_value(t[name], f"{key}.{name}", minimum=minimum)
+    for name in ("flops", "bytes"):
+        if name in t:
+            out[name] = names.per_bucket(v, t[name], f"{key}.{name}")
+    if "baseline" in t:
+        out["baseline"] = v.optional_ref(t, "baseline", key, root)
+    if "tolerance" in t:
+        tol = t["tolerance"]
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
+            v.fail(f"{key}.tolerance", f"{tol!r} must be a number between 0 and 1")
+        out["tolerance"] = float(tol)
+    return TuneSettings(**out)
+
+
+def _strategy(v: Validator, raw: Any, key: str) -> str:
+    if raw not in STRATEGIES:
+        close = difflib.get_close_matches(str(raw), STRATEGIES, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        v.fail(key, f"{raw!r} is unknown; {hint}use one of {', '.join(STRATEGIES)}")
+    return str(raw)

@@ -1,0 +1,271 @@
+"""The steps of a ``[[pipeline]]``: each a kernel call, checked against the kernel's
+``shapes``, ``strides``, ``writes`` and dtypes at every bucket combination, with the
+integer arguments read off the tensors where the kernel's shapes name them bare."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from loader.args import INT_RANGES
+from loader.expr import Expr, parse
+from loader.manifest import INT_TYPES, PipelineStep
+
+from .kernel import KernelRecipe
+from .validate import Validator, show, sorted_names
+
+STEP_KEYS = ("kernel", "args")
+
+
+class Declared:
+    """A tensor as declared: its shape parsed, and its row-major, contiguous strides as
+    expressions of the same dimensions."""
+
+    def __init__(self, role: str, dtype: str, shape: tuple[Expr, ...]):
+        self.role, self.dtype, self.shape = role, dtype, shape
+        strides = []
+        for i in range(len(shape)):
+            rest = shape[i + 1 :]
+            if all(not e.names for e in rest):
+                size = 1
+                for e in rest:
+                    size *= e.evaluate({})
+                strides.append(parse(str(size)))
+            else:
+                strides.append(parse(" * ".join(f"({e.text})" for e in rest)))
+        self.strides = tuple(strides)
+
+
+class Flow:
+    """Which tensors have been written so far, to catch reads of unwritten scratch."""
+
+    def __init__(self, v: Validator, w: str, tensors: Mapping[str, Declared]):
+        self.v, self.w, self.tensors = v, w, tensors
+        self.written: set[str] = set()
+        self.used: set[str] = set()
+
+    def access(self, key: str, tensor: str, writes: bool) -> None:
+        t = self.tensors[tensor]
+        self.used.add(tensor)
+        if writes:
+            if t.role in ("input", "weight"):
+                self.v.fail(key, f"writes {tensor!r}, a pipeline {t.role}; inputs and weights "
+                            "are read-only: write a scratch or output tensor")  # fmt: skip
+            self.written.add(tensor)
+        elif t.role in ("scratch", "output") and tensor not in self.written:
+            self.v.fail(key, f"reads {tensor!r} ({t.role}) before any step writes it")
+
+    def finish(self) -> None:
+        for name, t in self.tensors.items():
+            if name not in self.used:
+                self.v.fail(f"{self.w}.tensors.{name}", "no step uses it; remove it")
+            if t.role == "output" and name not in self.written:
+                self.v.fail(f"{self.w}.tensors.{name}", "an output no step writes")
+
+
+def check_step(
+    v: Validator,
+    s: Mapping[str, Any],
+    sw: str,
+    kernels: Mapping[str, KernelRecipe],
+    tensors: Mapping[str, Declared],
+    buckets: Mapping[str, tuple[int, ...]],
+    flow: Flow,
+) -> PipelineStep:
+    v.keys(s, STEP_KEYS, sw)
+    kname = v.string(s, "kernel", sw)
+    kr = kernels.get(kname)
+    if kr is None:
+        close = difflib.get_close_matches(kname, list(kernels), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"the recipe has {', '.join(kernels)}"
+        v.fail(f"{sw}.kernel", f"no kernel named {kname!r}; {hint}")
+    sw = f"{sw} ({kname})"
+    args = v.table(s, "args", sw)
+    sig = kr.signature
+    for a in args:
+        if a not in sig:
+            close = difflib.get_close_matches(a, list(sig), n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"arguments: {', '.join(sig)}"
+            v.fail(f"{sw}.args.{a}", f"{kname} has no argument {a!r}; {hint}")
+    pointers = {p: _pointer(v, sw, p, args, kr, tensors) for p in sig if sig[p].startswith("*")}
+    bound = _bind(v, sw, kr, args, pointers, tensors, set(buckets))
+    _check_shapes(v, sw, kr, pointers, bound, tensors, buckets)
+    _check_dtypes(v, sw, kr, pointers, tensors)
+    for p, t in pointers.items():
+        flow.access(f"{sw}.args.{p}", t, p in kr.writes)
+    out: list[str | float] = []
+    for p, ptype in sig.items():
+        if p in pointers:
+            out.append(pointers[p])
+        elif p in bound:
+            out.append(bound[p].text)
+        else:
+            out.append(_number(v, args.get(p), f"{sw}.args.{p}", p, ptype))
+    return PipelineStep(kname, tuple(out))
+
+
+def _number(v: Validator, value: Any, key: str, p: str, ptype: str) -> float:
+    """A float argument's value: finite, since the manifest stores it as JSON."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        v.fail(key, f"give {p} ({ptype}) a number, e.g. {p} = 1e-5")
+    number = float(value) if abs(value) < 2**1023 else math.inf
+    if not math.isfinite(number):
+        v.fail(key, f"{show(value)}: give {p} ({ptype}) a finite number")
+    return number
+
+
+def _pointer(
+    v: Validator,
+    sw: str,
+    p: str,
+    args: Mapping[str, Any],
+    kr: KernelRecipe,
+    tensors: Mapping[str, Declared],
+) -> str:
+    key = f"{sw}.args.{p}"
+    if p not in kr.shapes:
+        v.fail(key, f"[[kernel]] {kr.name} declares no shape for {p}; add shapes.{p} = [...] "
+               "to it so that pipelines using it can be checked")  # fmt: skip
+    name = args.get(p)
+    if name is None:
+        v.fail(key, f"missing; name the tensor {p} points to (one of {', '.join(tensors)})")
+    if not isinstance(name, str) or name not in tensors:
+        close = difflib.get_close_matches(str(name), list(tensors), n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"tensors: {', '.join(tensors)}"
+        v.fail(key, f"{name!r} is not a tensor of the pipeline; {hint}")
+    return name
+
+
+def _bare(e: Expr) -> str | None:
+    """The name, if the expression is nothing but one name."""
+    return e.text.strip() if len(e.names) == 1 and e.text.strip() in e.names else None
+
+
+def _bind(
+    v: Validator,
+    sw: str,
+    kr: KernelRecipe,
+    args: Mapping[str, Any],
+    pointers: Mapping[str, str],
+    tensors: Mapping[str, Declared],
+    dims: set[str],
+) -> dict[str, Expr]:
+    """Every integer argument as an expression of the pipeline's dimensions: given in
+    ``args``, or read off a tensor where the kernel's shapes or strides name it bare."""
+    bound: dict[str, Expr] = {}
+    ints = [p for p, t in kr.signature.items() if t in INT_TYPES]
+    for p in ints:
+        if p in args:
+            raw = args[p]
+            if isinstance(raw, bool) or not isinstance(raw, int | str):
+                v.fail(f"{sw}.args.{p}", f"{raw!r}: give an integer or an expression of "
+                       f"{sorted_names(dims)}")  # fmt: skip
+            hint = f"expressions read the pipeline's dimensions {sorted_names(dims)}"
+            bound[p] = v.expr(raw, f"{sw}.args.{p}", dims, hint)
+    for p, tname in pointers.items():
+        t = tensors[tname]
+        declared = kr.shapes[p]
+        if len(declared) != len(t.shape):
+            v.fail(f"{sw}.args.{p}", f"{tname!r} has {len(t.shape)} dimensions; {kr.name} "
+                   f"reads {p} with {len(declared)}")  # fmt: skip
+        for mine, theirs in zip(declared, t.shape, strict=True):
+            name = _bare(mine)
+            if name is not None and name not in bound:
+                bound[name] = theirs
+        for mine, theirs in zip(kr.strides.get(p, ()), t.strides, strict=False):
+            name = _bare(mine)
+            if name is not None and name not in bound:
+                bound[name] = theirs
+    missing = [p for p in ints if p not in bound]
+    if missing:
+        v.fail(f"{sw}.args", f"{', '.join(missing)} cannot be read off the tensors' shapes; "
+               f"give {missing[0]} = ... in args")  # fmt: skip
+    return bound
+
+
+def _check_shapes(
+    v: Validator,
+    sw: str,
+    kr: KernelRecipe,
+    pointers: Mapping[str, str],
+    bound: Mapping[str, Expr],
+    tensors: Mapping[str, Declared],
+    buckets: Mapping[str, tuple[int, ...]],
+) -> None:
+    """At every bucket: each pointer's tensor has the shape and strides the kernel reads,
+    and every integer argument fits its type."""
+    dims = list(buckets)
+    for combo in itertools.product(*buckets.values()):
+        _check_at(v, sw, kr, pointers, bound, tensors, dict(zip(dims, combo, strict=True)))
+
+
+def _check_at(
+    v: Validator,
+    sw: str,
+    kr: KernelRecipe,
+    pointers: Mapping[str, str],
+    bound: Mapping[str, Expr],
+    tensors: Mapping[str, Declared],
+    env: Mapping[str, int],
+) -> None:
+    at = ", ".join(f"{d}={x}" for d, x in env.items())
+
+    def value(e: Expr, values: Mapping[str, int], key: str, what: str = "") -> int:
+        try:
+            return e.evaluate(values)
+        except ZeroDivisionError:
+            v.fail(key, f"{what}{e.text!r} divides by zero at {at}; make every divisor "
+                   "positive at every bucket")  # fmt: skip
+
+    kv = {p: value(e, env, f"{sw}.args.{p}") for p, e in bound.items()}
+    for p, x in kv.items():
+        lo, hi = INT_RANGES[kr.signature[p]]
+        if not lo <= x <= hi:
+            v.fail(f"{sw}.args.{p}", f"{x} at {at} does not fit in {kr.signature[p]}")
+    for p, tname in pointers.items():
+        t = tensors[tname]
+        key = f"{sw}.args.{p}"
+        have = [value(e, env, key, f"{tname!r}'s shape: ") for e in t.shape]
+        if any(x < 0 for x in have):
+            v.fail(key, f"{tname!r} has a negative size {have} at {at}")
+        want = [value(e, kv, f"[[kernel]] {kr.name}.shapes.{p}") for e in kr.shapes[p]]
+        if have != want:
+            v.fail(key, f"{tname!r} has shape {have} at {at}, but {kr.name} reads {p} as "
+                   f"{_show(kr.shapes[p])} = {want} with these arguments")  # fmt: skip
+        if p in kr.strides:
+            have_s = [value(e, env, key, f"{tname!r}'s strides: ") for e in t.strides]
+            want_s = [value(e, kv, f"[[kernel]] {kr.name}.strides.{p}") for e in kr.strides[p]]
+            if have_s != want_s:
+                v.fail(key, f"{tname!r} is row-major with strides {have_s} at {at}, but "
+                       f"{kr.name} is given strides {want_s} for {p} "
+                       f"({_show(kr.strides[p])})")  # fmt: skip
+
+
+def _check_dtypes(
+    v: Validator,
+    sw: str,
+    kr: KernelRecipe,
+    pointers: Mapping[str, str],
+    tensors: Mapping[str, Declared],
+) -> None:
+    binding: dict[str, tuple[str, str]] = {}  # dtype variable -> (dtype, from which param)
+    for p, tname in pointers.items():
+        elem = kr.signature[p][1:]
+        dtype = tensors[tname].dtype
+        if elem in kr.dtypes:
+            if dtype not in kr.dtypes[elem]:
+                v.fail(f"{sw}.args.{p}", f"{tname!r} is {dtype}; {kr.name} is built for {elem} "
+                       f"in {list(kr.dtypes[elem])}: add {dtype} to its dtypes")  # fmt: skip
+            seen = binding.setdefault(elem, (dtype, p))
+            if seen[0] != dtype:
+                v.fail(f"{sw}.args.{p}", f"{tname!r} is {dtype} but {seen[1]} is {seen[0]}; "
+                       f"both are {elem} in {kr.name}")  # fmt: skip
+        elif dtype != elem:
+            v.fail(f"{sw}.args.{p}", f"{tname!r} is {dtype}; {kr.name} takes {elem} for {p}")
+
+
+def _show(exprs: tuple[Expr, ...]) -> str:
+    return "[" + ", ".join(e.text for e in exprs) + "]"
