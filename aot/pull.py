@@ -76,9 +76,16 @@ def _destination(output: str | os.PathLike[str] | None, cwd: Path) -> tuple[Path
         return cwd, None
     text = os.fspath(output)
     path = cwd / text
-    if text.endswith(("/", os.sep)) or path.is_dir():
+    if text.endswith(("/", os.sep)) or _is_dir(path):
         return path, None
     return path.parent, path
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:  # a name too long, say: ``_writing`` reports it when it is written
+        return False
 
 
 @contextmanager

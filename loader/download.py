@@ -91,8 +91,7 @@ def _download_once(
                 break
             if sink.got + len(data) > size:
                 raise RegistryError(
-                    f"{client.where()}: blob {digest} is larger than its {size} bytes; "
-                    "refusing it"
+                    f"{client.where()}: blob {digest} is larger than its {size} bytes; refusing it"
                 )
             sink.write(data)
     finally:
