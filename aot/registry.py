@@ -58,15 +58,23 @@ class Reporter:
 
     @contextmanager
     def transfer(self, label: str, size: int) -> Iterator[Callable[[int], None] | None]:
-        """A callback for the bytes done so far, drawing the line; None when off or small."""
+        """A callback for the bytes done so far, drawing the line from its first call (a
+        blob the registry already has draws none); None when off or small."""
         if not self.enabled or size < PROGRESS_MIN:
             yield None
             return
-        bar = Progress(size, label, stream=self.stream, unit="B")
+        bars: list[Progress] = []
+
+        def update(done: int) -> None:
+            if not bars:
+                bars.append(Progress(size, label, stream=self.stream, unit="B"))
+            bars[0].update(done)
+
         try:
-            yield bar.update
+            yield update
         finally:
-            bar.close()
+            for bar in bars:
+                bar.close()
 
 
 def describe(reference: str, config: RegistryConfig) -> str:

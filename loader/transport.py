@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import ssl
+import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -113,6 +115,7 @@ class Response:
         conn: http.client.HTTPConnection,
         where: str,
         timeouts: Timeouts,
+        sock: socket.socket | None = None,
     ):
         self.method = method
         self.url = url
@@ -120,6 +123,7 @@ class Response:
         self.headers = raw.headers
         self.raw = raw
         self._conn = conn
+        self._sock = sock  # http.client drops conn.sock once the response owns the socket
         self.where = where
         self.timeouts = timeouts
         self.body = b""
@@ -141,8 +145,7 @@ class Response:
                     f"{self.where}: {redact(self.url)} announces {self.promised} bytes; "
                     f"refusing an answer over {limit} bytes"
                 )
-            with self.reading():
-                self.body = self.raw.read(limit + 1)
+            self.body = self._read_within(limit + 1)
         finally:
             self.close()
         if len(self.body) > limit:
@@ -155,6 +158,26 @@ class Response:
                 f"{self.promised} bytes of {redact(self.url)}"
             )
         return self.body
+
+    def _read_within(self, n: int) -> bytes:
+        """Up to ``n`` bytes, all within one read timeout: a server trickling a byte at a
+        time cannot hold a small answer (manifest, token, error) open for ever."""
+        deadline = time.monotonic() + self.timeouts.read
+        parts: list[bytes] = []
+        got = 0
+        with self.reading():
+            while got < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                if self._sock is not None:
+                    self._sock.settimeout(left)
+                data = self.raw.read1(min(n - got, IO_CHUNK))
+                if not data:
+                    break
+                parts.append(data)
+                got += len(data)
+        return b"".join(parts)
 
     def discard(self) -> None:
         """Read what there is of an error answer (for ``explain``), never failing."""
@@ -242,11 +265,12 @@ def _exchange(
                 if body is not None or method in ("PUT", "POST", "PATCH"):
                     headers["Content-Length"] = str(len(body or b""))
                 conn.request(method, target, body=body, headers=headers)
+            sock = conn.sock
             raw = conn.getresponse()
         except BaseException:
             conn.close()
             raise
-    return Response(method, url, raw, conn, where, timeouts)
+    return Response(method, url, raw, conn, where, timeouts, sock)
 
 
 def send(

@@ -22,7 +22,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
     # "" (as given) | "stall" (read the request, never answer) | "short" (announce the whole
-    # body, send half, close) | "endless" (a chunked body that never ends)
+    # body, send half, close) | "endless" (a chunked body that never ends) | "trickle" (the
+    # body a byte every 50 ms)
     mode: str = ""
     length: int | None = None  # the Content-Length to announce; default len(body)
 
@@ -79,7 +80,13 @@ def _scripted_handler(
                 return
             body = reply.body[: len(reply.body) // 2] if reply.mode == "short" else reply.body
             with suppress(OSError):
-                self.wfile.write(body)
+                if reply.mode != "trickle":
+                    self.wfile.write(body)
+                for i in range(len(body) if reply.mode == "trickle" else 0):
+                    if state.stop.wait(0.05):
+                        break
+                    self.wfile.write(body[i : i + 1])
+                    self.wfile.flush()
 
         do_GET = do_HEAD = do_PUT = do_PATCH = do_POST = _answer
 

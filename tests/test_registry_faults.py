@@ -250,6 +250,8 @@ def test_progress_lines_for_long_transfers(
     push(bundle, ref, FAST, chunk_size=512 * 1024, progress=True)
     err = capsys.readouterr().err
     assert f"push long.aotc: 0.0/{mib} MiB" in err and f"long.aotc: {mib}/{mib} MiB" in err, err
+    push(bundle, ref, FAST, progress=True)  # already there: nothing to draw
+    assert capsys.readouterr().err == ""
     pull(ref, tmp_path / "back.aotc", FAST, tmp_path, progress=True)
     err = capsys.readouterr().err
     assert f"pull back.aotc: {mib}/{mib} MiB" in err, err

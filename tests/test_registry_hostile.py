@@ -60,6 +60,21 @@ def test_endless_chunked_answers_are_cut_off(tmp_path: Path) -> None:
         fetch_from(lambda m, p, h: endless, tmp_path)
 
 
+def test_a_trickling_manifest_is_cut_off_at_the_read_timeout(tmp_path: Path) -> None:
+    """A byte every 50 ms never trips a per-read timeout; the whole answer has one."""
+    cfg = RegistryConfig(attempts=2, backoff=0.01, read_timeout=0.5, docker_config=None)
+    slow = Reply(200, {"Content-Type": oci.MANIFEST_TYPE}, artifact(b"x"), mode="trickle")
+    with scripted(lambda m, p, h: slow) as srv, pytest.raises(RegistryError) as e:
+        oci.fetch(f"oci://{srv.address}/a/b:1", cache_dir=tmp_path / "c", config=cfg)
+    assert "read timeout of 0.5 s" in str(e.value) and "gave up after 2 attempts" in str(e.value)
+
+
+def test_a_header_bomb_is_refused(tmp_path: Path) -> None:
+    bomb = Reply(200, {f"X-{i}": "y" * 100 for i in range(500)})
+    with scripted(lambda m, p, h: bomb) as srv, pytest.raises(RegistryError, match="headers"):
+        oci.fetch(f"oci://{srv.address}/a/b:1", cache_dir=tmp_path / "c", config=FAST)
+
+
 def test_a_manifest_nested_too_deep_is_refused(tmp_path: Path) -> None:
     deep = b"[" * 200_000 + b"]" * 200_000
     with pytest.raises(RegistryError, match="the manifest is not JSON"):
