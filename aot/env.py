@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loader import errors as loader_errors
 from loader.registry import RegistryConfig
 
 VARIABLES = {
@@ -21,6 +22,8 @@ VARIABLES = {
     "AOTC_REGISTRY_USER": "registry user name for push/pull (else the Docker config file)",
     "AOTC_REGISTRY_PASSWORD": "registry password or token, with AOTC_REGISTRY_USER",
     "AOTC_REGISTRY_INSECURE": "set to 1 to allow plain http to registries beyond localhost",
+    "AOTC_REGISTRY_CONNECT_TIMEOUT": "seconds to wait for a registry connection (default 10)",
+    "AOTC_REGISTRY_READ_TIMEOUT": "seconds a registry may stay silent mid-request (default 60)",
     "AOTC_BUNDLE_CACHE": "where loader.open('oci://...') caches bundles "
     "(default ~/.cache/aotc/bundles; read by the loader too)",
 }
@@ -62,10 +65,16 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         from .errors import UsageError
 
         raise UsageError(f"AOTC_TUNE_TIMEOUT={timeout_text!r} is not a number of seconds") from None
+    try:
+        registry = RegistryConfig.from_environ(env)  # a bad AOTC_REGISTRY_* value
+    except loader_errors.RegistryError as exc:
+        from .errors import UsageError
+
+        raise UsageError(str(exc)) from None
     return Environment(
         cache_dir=Path(cache),
         jobs=jobs,
         progress=env.get("AOTC_NO_PROGRESS", "") not in ("1", "true", "yes"),
         tune_timeout=timeout,
-        registry=RegistryConfig.from_environ(env),
+        registry=registry,
     )

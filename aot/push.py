@@ -2,10 +2,20 @@
 
 Blobs are uploaded with POST then PUT (monolithic) when they fit in one chunk, else with
 PATCH requests of ``chunk_size`` bytes (``Content-Range: start-end``) and a final PUT
-with the digest. A blob the registry already has is not sent again. Transient failures
-are retried with backoff (``loader/registry.py``); a chunk whose connection broke is not
-blindly resent: the upload's status (GET on its location) says how much the registry
-took, and the upload resumes from there, or starts over if the registry lost it.
+with the digest. A blob the registry already has is not sent again. Every retry follows
+the one policy of ``loader/retry.py``:
+
+- a request that failed transiently is sent again (``Client.request``);
+- a chunk whose connection broke is not blindly resent: the upload's status (GET on its
+  location) says how much the registry took, and the chunk resumes from there;
+- an upload the registry lost or refused to commit starts over from a new POST, unless
+  the blob turned up meanwhile (the failure came after the registry had committed it);
+- a manifest PUT refused because the registry did not see a blob it references
+  (``MANIFEST_BLOB_UNKNOWN``, with ``DIGEST_INVALID``) is retried after checking, and if
+  need be re-uploading, the blobs. Concurrent pushes of the same blobs cause this in the
+  CNCF distribution registry 2.x: every upload commit rewrites the repository's link file
+  for the blob in place (truncate, then write), and a manifest PUT that reads the link in
+  between finds it empty. Distribution 3 writes link files atomically.
 
 The manifest is canonical JSON with no timestamps, so pushing the same bundle twice gives
 the same manifest digest.
@@ -13,20 +23,23 @@ the same manifest digest.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from loader import errors as loader_errors
 from loader import manifest as mf
 from loader import oci
-from loader.errors import BundleError, RegistryAuthError
-from loader.errors import RegistryError as LoaderRegistryError
 from loader.format import FORMAT_VERSION, BundleFile, canonical_json
-from loader.registry import Client, FileSlice, Reference, RegistryConfig, Response, Transient
+from loader.registry import Client, Reference, RegistryConfig
+from loader.retry import Retryable
+from loader.transport import FileSlice, Response
 
-from .errors import BadBundle, RegistryError, UsageError
-from .registry import mapped_errors
+from .errors import BadBundle, UsageError
+from .registry import Reporter, mapped_errors
 
 DEFAULT_CHUNK = 16 * 1024 * 1024
 
@@ -84,8 +97,15 @@ def artifact_manifest(m: mf.Manifest, digest: str, size: int, file_name: str) ->
 
 
 def push(
-    path: Path, reference: str, config: RegistryConfig, *, chunk_size: int = DEFAULT_CHUNK
+    path: Path,
+    reference: str,
+    config: RegistryConfig,
+    *,
+    chunk_size: int = DEFAULT_CHUNK,
+    progress: bool = False,
 ) -> PushResult:
+    """Push the bundle at ``path`` to ``reference`` (which needs a tag). ``progress``: a
+    progress line for the upload and a note for each retry, on stderr."""
     start = time.monotonic()
     with mapped_errors():
         ref = Reference.parse(reference)
@@ -95,11 +115,36 @@ def push(
         raise UsageError(f"--chunk-size {chunk_size}: must be a positive number of bytes")
     manifest, digest, size = _checked_bundle(path)
     body = artifact_manifest(manifest, digest, size, path.name)
-    client = Client(ref.registry, config)
+    report = Reporter(progress)
+    client = report.client(ref.registry, config)
     scope = f"repository:{ref.repository}:pull,push"
-    with mapped_errors():
+    with mapped_errors(), report.transfer(f"push {path.name}", size) as sent:
         upload_blob(client, ref.repository, oci.EMPTY_DATA, oci.EMPTY_DIGEST, scope, chunk_size)
-        requests = upload_blob(client, ref.repository, path, digest, scope, chunk_size, size)
+        requests = upload_blob(client, ref.repository, path, digest, scope, chunk_size, size, sent)
+
+        def blobs() -> None:
+            upload_blob(client, ref.repository, oci.EMPTY_DATA, oci.EMPTY_DIGEST, scope, chunk_size)
+            upload_blob(client, ref.repository, path, digest, scope, chunk_size, size, sent)
+
+        put_manifest(client, ref, body, scope, blobs)
+    mdigest = "sha256:" + hashlib.sha256(body).hexdigest()
+    pinned = Reference(ref.registry, ref.repository, ref.tag, mdigest)
+    return PushResult(str(pinned), mdigest, digest, size, requests, time.monotonic() - start)
+
+
+# A manifest PUT refused with these codes names a blob the registry did not see: retried.
+BLOB_NOT_SEEN = frozenset({"MANIFEST_BLOB_UNKNOWN", "BLOB_UNKNOWN", "DIGEST_INVALID"})
+
+
+def put_manifest(
+    client: Client, ref: Reference, body: bytes, scope: str, blobs: Callable[[], None]
+) -> None:
+    """PUT the manifest under ``ref.tag``; a refusal over a blob the registry did not see
+    (see the module docstring) is retried after ``blobs()`` makes sure they are there."""
+
+    def attempt(n: int) -> None:
+        if n > 1:
+            blobs()
         resp = client.request(
             "PUT",
             f"/v2/{ref.repository}/manifests/{ref.tag}",
@@ -107,11 +152,14 @@ def push(
             headers={"Content-Type": oci.MANIFEST_TYPE},
             body=body,
         )
-        if resp.status != 201:
-            raise RegistryError(f"{ref}: the registry refused the manifest: {resp.explain()}")
-    mdigest = "sha256:" + hashlib.sha256(body).hexdigest()
-    pinned = Reference(ref.registry, ref.repository, ref.tag, mdigest)
-    return PushResult(str(pinned), mdigest, digest, size, requests, time.monotonic() - start)
+        if resp.status == 201:
+            return
+        refused = f"{ref}: the registry refused the manifest: {resp.explain()}"
+        if resp.status == 400 and resp.codes() & BLOB_NOT_SEEN:
+            raise Retryable(refused)
+        raise loader_errors.RegistryError(refused)
+
+    client.retry(attempt)
 
 
 def _checked_bundle(path: Path) -> tuple[mf.Manifest, str, int]:
@@ -120,7 +168,7 @@ def _checked_bundle(path: Path) -> tuple[mf.Manifest, str, int]:
         with BundleFile(path) as bf:
             manifest = mf.Manifest.from_json(bf.manifest)
             bf.verify()
-    except BundleError as exc:
+    except loader_errors.BundleError as exc:
         raise BadBundle(f"{path}: {exc}" if str(path) not in str(exc) else str(exc)) from None
     if manifest.shard is not None:
         raise UsageError(
@@ -134,6 +182,10 @@ def _checked_bundle(path: Path) -> tuple[mf.Manifest, str, int]:
     return manifest, "sha256:" + h.hexdigest(), path.stat().st_size
 
 
+class UploadLost(loader_errors.RegistryError):
+    """The registry no longer knows an upload: it must start again from a new POST."""
+
+
 def upload_blob(
     client: Client,
     repository: str,
@@ -142,39 +194,30 @@ def upload_blob(
     scope: str,
     chunk_size: int,
     size: int | None = None,
+    sent: Callable[[int], None] | None = None,
 ) -> int:
-    """Upload one blob unless the registry has it. Returns the upload requests it took."""
+    """Upload one blob unless the registry has it. Returns the upload requests it took.
+    ``sent`` hears the bytes of ``source`` sent so far."""
     size = len(source) if isinstance(source, bytes) else (size or source.stat().st_size)
     if client.blob_exists(repository, digest, scope):
         return 0
-    last: Exception | None = None
-    for attempt in range(1, client.config.attempts + 1):
+
+    def attempt(n: int) -> int:
+        if n > 1 and client.blob_exists(repository, digest, scope):
+            return 1  # the last failure came after the registry had committed the blob
+        upload = _Upload(client, repository, source, digest, scope, size, sent)
         try:
-            return _upload_once(client, repository, source, digest, scope, chunk_size, size)
-        except RegistryAuthError:
-            raise
-        except LoaderRegistryError as exc:
-            last = exc
-        if client.blob_exists(repository, digest, scope):
-            return 1  # the failure came after the registry had committed it
-        if attempt < client.config.attempts:
-            client.backoff(attempt)
-    raise RegistryError(
-        f"{client.where()}: upload of {digest} failed {client.config.attempts} times; "
-        f"last error: {last}"
-    )
+            return upload.run(chunk_size)
+        except UploadLost as exc:
+            raise Retryable(str(exc)) from None
 
-
-def _body(source: bytes | Path, offset: int, length: int) -> bytes | FileSlice:
-    if isinstance(source, bytes):
-        return source[offset : offset + length]
-    return FileSlice(source, offset, length)
+    return client.retry(attempt)
 
 
 def _location(client: Client, resp: Response) -> str:
     loc = resp.header("Location")
     if not loc:
-        raise LoaderRegistryError(f"{client.where()}: upload response without a Location")
+        raise loader_errors.RegistryError(f"{client.where()}: upload response without a Location")
     return client.url(loc)
 
 
@@ -192,72 +235,107 @@ def _received(resp: Response, default: int) -> int:
     return last + 1 if last > 0 else 0  # distribution writes "0-0" for an empty upload
 
 
-def _upload_once(
-    client: Client,
-    repository: str,
-    source: bytes | Path,
-    digest: str,
-    scope: str,
-    chunk_size: int,
-    size: int,
-) -> int:
-    octets = {"Content-Type": "application/octet-stream"}
-    resp = client.request("POST", f"/v2/{repository}/blobs/uploads/", scope=scope)
-    if resp.status != 202:
-        raise LoaderRegistryError(f"{client.where()}: cannot start an upload: {resp.explain()}")
-    loc = _location(client, resp)
-    chunk = max(chunk_size, int(resp.header("OCI-Chunk-Min-Length") or 0))
-    if size <= chunk:
-        resp = client.request(
-            "PUT",
-            _with_digest(loc, digest),
-            scope=scope,
-            headers=octets,
-            body=_body(source, 0, size),
+# A commit refused with these (or 404) means the upload's bytes or state were lost.
+_UPLOAD_LOST = frozenset({"BLOB_UPLOAD_UNKNOWN", "BLOB_UPLOAD_INVALID", "DIGEST_INVALID"})
+
+
+class _Upload:
+    """One upload session: POST, then one PUT or PATCH chunks and a PUT."""
+
+    def __init__(
+        self,
+        client: Client,
+        repository: str,
+        source: bytes | Path,
+        digest: str,
+        scope: str,
+        size: int,
+        sent: Callable[[int], None] | None,
+    ):
+        self.client = client
+        self.repository = repository
+        self.source = source
+        self.digest = digest
+        self.scope = scope
+        self.size = size
+        self.sent = sent
+        self.loc = ""
+
+    def body(self, offset: int, length: int) -> bytes | FileSlice:
+        if isinstance(self.source, bytes):
+            return self.source[offset : offset + length]
+        return FileSlice(self.source, offset, length, self.sent)
+
+    def run(self, chunk_size: int) -> int:
+        """Upload the blob; returns the requests it took after the POST."""
+        client = self.client
+        resp = client.request("POST", f"/v2/{self.repository}/blobs/uploads/", scope=self.scope)
+        if resp.status != 202:
+            raise loader_errors.RegistryError(
+                f"{client.where()}: cannot start an upload: {resp.explain()}"
+            )
+        self.loc = _location(client, resp)
+        chunk = max(chunk_size, _int(resp.header("OCI-Chunk-Min-Length")))
+        if self.size <= chunk:
+            self.commit(self.body(0, self.size))
+            return 1
+        offset, requests = 0, 0
+        while offset < self.size:
+            n = min(chunk, self.size - offset)
+            offset = client.retry(functools.partial(self.patch, offset, n))
+            requests += 1
+        self.commit(b"")
+        return requests + 1
+
+    def patch(self, offset: int, n: int, attempt: int) -> int:
+        """Send the chunk at ``offset`` (after a failure, from where the registry stands);
+        returns the offset the registry reached."""
+        if attempt > 1:
+            offset = self.status()
+            if offset >= self.size:
+                return offset
+            n = min(n, self.size - offset)
+        headers = {"Content-Type": "application/octet-stream"}
+        headers["Content-Range"] = f"{offset}-{offset + n - 1}"
+        body = self.body(offset, n)
+        # Not resent blindly: the registry may have taken part of it (see ``status``).
+        resp = self.client.request(
+            "PATCH", self.loc, scope=self.scope, headers=headers, body=body, retry=False
         )
-        if resp.status != 201:
-            raise LoaderRegistryError(f"{client.where()}: upload of {digest}: {resp.explain()}")
-        return 1
-    offset, requests, recoveries = 0, 0, 0
-    while offset < size:
-        n = min(chunk, size - offset)
-        headers = {**octets, "Content-Range": f"{offset}-{offset + n - 1}"}
-        problem = ""
-        try:
-            resp = client.request(
-                "PATCH",
-                loc,
-                scope=scope,
-                headers=headers,
-                body=_body(source, offset, n),
-                retry_connection=False,
+        if resp.status == 202:
+            self.loc = _location(self.client, resp)
+            return _received(resp, offset + n)
+        what = f"{self.client.where()}: chunk {offset}-{offset + n - 1} of {self.digest}"
+        if resp.status == 404 or resp.codes() & {"BLOB_UPLOAD_UNKNOWN"}:
+            raise UploadLost(f"{what}: the upload was lost: {resp.explain()}")
+        if resp.status == 416 or resp.status >= 500:
+            raise Retryable(f"{what}: {resp.explain()}")
+        raise loader_errors.RegistryError(f"{what}: {resp.explain()}")
+
+    def status(self) -> int:
+        """Where the upload stands: the bytes the registry holds (GET on its location)."""
+        resp = self.client.request("GET", self.loc, scope=self.scope)
+        if resp.status != 204:
+            raise UploadLost(
+                f"{self.client.where()}: upload of {self.digest} lost: {resp.explain()}"
             )
-            if resp.status == 202:
-                loc = _location(client, resp)
-                offset = _received(resp, offset + n)
-                requests += 1
-                continue
-            if resp.status != 416 and resp.status < 500:
-                raise LoaderRegistryError(
-                    f"{client.where()}: chunk {offset}-{offset + n - 1} of {digest}: "
-                    f"{resp.explain()}"
-                )
-            problem = resp.explain()
-        except Transient as exc:
-            problem = str(exc)
-        # The registry may have taken part of the chunk: ask where the upload stands.
-        recoveries += 1
-        if recoveries > client.config.attempts:
-            raise LoaderRegistryError(f"{client.where()}: chunked upload stalled: {problem}")
-        client.backoff(recoveries)
-        status = client.request("GET", loc, scope=scope)
-        if status.status != 204:
-            raise LoaderRegistryError(
-                f"{client.where()}: upload lost after {problem}: {status.explain()}"
-            )
-        loc = _location(client, status)
-        offset = _received(status, 0)
-    resp = client.request("PUT", _with_digest(loc, digest), scope=scope, headers=octets, body=b"")
-    if resp.status != 201:
-        raise LoaderRegistryError(f"{client.where()}: finishing {digest}: {resp.explain()}")
-    return requests + 1
+        self.loc = _location(self.client, resp)
+        return _received(resp, 0)
+
+    def commit(self, body: bytes | FileSlice) -> None:
+        headers = {"Content-Type": "application/octet-stream"}
+        url = _with_digest(self.loc, self.digest)
+        resp = self.client.request("PUT", url, scope=self.scope, headers=headers, body=body)
+        if resp.status == 201:
+            return
+        what = f"{self.client.where()}: upload of {self.digest}: {resp.explain()}"
+        if resp.status == 404 or resp.codes() & _UPLOAD_LOST:
+            raise UploadLost(what)
+        raise loader_errors.RegistryError(what)
+
+
+def _int(text: str | None) -> int:
+    try:
+        return max(0, int(text or 0))
+    except ValueError:
+        return 0

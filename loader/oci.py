@@ -30,19 +30,23 @@ lock, so processes that pull at once download once and never see a partial file.
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .download import download
 from .errors import BundleError, RegistryError
 from .format import FORMAT_VERSION, BundleFile, write_atomic
-from .registry import SCHEME, Client, Reference, RegistryConfig, check_digest
+from .reference import SCHEME, Reference, check_digest
+from .registry import Client, RegistryConfig
 
 ARTIFACT_TYPE = "application/vnd.aotc.bundle.v1"
 LAYER_TYPE = "application/vnd.aotc.bundle.layer.v1"
@@ -81,7 +85,7 @@ class Artifact:
     def parse(body: bytes, digest: str, where: str) -> Artifact:
         try:
             doc = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise RegistryError(f"{where}: the manifest is not JSON") from None
         if not isinstance(doc, dict):
             raise RegistryError(f"{where}: the manifest is not a JSON object")
@@ -110,7 +114,7 @@ class Artifact:
         layer = layers[0]
         layer_digest = layer.get("digest")
         size = layer.get("size")
-        if not isinstance(layer_digest, str) or not isinstance(size, int) or size < 0:
+        if not isinstance(layer_digest, str) or type(size) is not int or size < 0:
             raise RegistryError(f"{where}: the bundle layer has no valid digest and size")
         try:
             check_digest(layer_digest, f"{where}: layer")
@@ -154,15 +158,28 @@ def resolve(ref: Reference, client: Client) -> Artifact:
     return Artifact.parse(body, digest, str(ref))
 
 
-def download_verified(client: Client, ref: Reference, art: Artifact, dest: Path) -> None:
+def download_verified(
+    client: Client,
+    ref: Reference,
+    art: Artifact,
+    dest: Path,
+    progress: Callable[[int], None] | None = None,
+) -> None:
     """Download the bundle to ``dest`` atomically: written to a temporary file beside it,
     checked (sha256 = the layer's digest, size, then every entry of the bundle), renamed.
-    On any failure nothing is left at ``dest`` (an existing file there is kept)."""
+    On any failure nothing is left at ``dest`` (an existing file there is kept). A folder
+    without room for the bundle raises ENOSPC before anything is downloaded."""
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
+    free = shutil.disk_usage(dest.parent).free
+    if art.size > free:
+        raise OSError(
+            errno.ENOSPC, f"the bundle is {art.size} bytes and {free} are free", str(dest.parent)
+        )
+    # A short fixed name: the destination's own may be near the file-name limit already.
+    fd, tmp = tempfile.mkstemp(prefix=".aotc-", suffix=".part", dir=dest.parent)
     try:
         with os.fdopen(fd, "w+b") as f:
-            got = client.download(ref.repository, art.layer_digest, art.size, f)
+            got = download(client, ref.repository, art.layer_digest, art.size, f, progress)
             size = f.tell()
             f.flush()
             os.fsync(f.fileno())
@@ -252,11 +269,13 @@ def fetch(
     cache_dir: str | os.PathLike[str] | None = None,
     config: RegistryConfig | None = None,
     refresh: bool = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Path:
     """The cached path of the bundle at ``reference``, pulling it first if needed.
 
     ``digest`` (``sha256:<hex>`` of the .aotc file) pins the exact bundle: a cached copy is
     used without any lookup, and a registry that serves anything else raises BundleError.
+    The loader prints nothing: ``progress(done, total)`` hears the bytes of a download.
     """
     ref = Reference.parse(reference)
     pin = check_digest(digest, "digest=") if digest is not None else None
@@ -282,7 +301,8 @@ def fetch(
     try:
         with cache.lock(art.layer_digest):
             if not path.is_file():
-                download_verified(client, ref, art, path)
+                report = None if progress is None else (lambda n: progress(n, art.size))
+                download_verified(client, ref, art, path, report)
         cache.remember(ref, art, body)
     except OSError as exc:
         raise BundleError(

@@ -1,7 +1,8 @@
 """Real registries on loopback for the tests: the CNCF distribution registry (Debian's
 ``docker-registry``) started on a free port, optionally behind htpasswd (Basic) or token
 (Bearer) authentication, plus a small forwarding proxy that counts requests and injects
-faults (dropped connections, 503/429, slow responses)."""
+faults (dropped connections, bodies cut short or reset, 503/429, slow responses, refused
+manifests). ``tests/ociscripted.py`` has a server whose every answer a test chooses."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -155,7 +157,10 @@ def htpasswd_auth(root: Path, user: str, password: str) -> str:
 class Fault:
     method: str
     path_part: str  # a substring of the request path
-    action: str  # "drop" | "drop-after-forward" | "503" | "429" | "slow"
+    # "drop" | "drop-after-forward" | "503" | "429" | "slow" | "short" (the upstream's
+    # headers, half its body, then a clean close) | "reset" (the same, then a TCP RST) |
+    # "blob-unknown" (a manifest PUT answered 400 MANIFEST_BLOB_UNKNOWN, not forwarded)
+    action: str
     times: int = 1
     retry_after: str = "0"
 
@@ -166,6 +171,7 @@ class Proxy:
     port: int = 0
     log: list[tuple[str, str, int]] = field(default_factory=list)  # method, path, status
     faults: list[Fault] = field(default_factory=list)
+    strip_range: bool = False  # act as a registry that ignores Range (answers 200)
     server: http.server.ThreadingHTTPServer | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -211,9 +217,13 @@ def _handler(proxy: Proxy) -> type[http.server.BaseHTTPRequestHandler]:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
                 return None
+            if fault is not None and fault.action == "blob-unknown":
+                proxy.log.append((self.command, self.path, 400))
+                return self._blob_unknown()
             if fault is not None and fault.action == "slow":
                 time.sleep(float(fault.retry_after))
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+            skip = ("connection", "range") if proxy.strip_range else ("connection",)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
             conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
             conn.request(self.command, self.path, body=body or None, headers=headers)
             resp = conn.getresponse()
@@ -229,9 +239,31 @@ def _handler(proxy: Proxy) -> type[http.server.BaseHTTPRequestHandler]:
             if resp.getheader("Content-Length") is None:
                 self.send_header("Content-Length", str(len(data)))
             self.end_headers()
+            if fault is not None and fault.action in ("short", "reset"):
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+                return self._reset() if fault.action == "reset" else self._drop()
             if self.command != "HEAD":
                 self.wfile.write(data)
             return None
+
+        def _reset(self) -> None:
+            self.close_connection = True
+            with suppress(OSError):
+                self.connection.setsockopt(
+                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                )
+                self.connection.close()
+
+        def _blob_unknown(self) -> None:
+            body = json.dumps(
+                {"errors": [{"code": "MANIFEST_BLOB_UNKNOWN", "message": "blob unknown"}]}
+            ).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
         do_GET = do_HEAD = do_PUT = do_PATCH = do_POST = do_DELETE = _forward
 
@@ -241,20 +273,20 @@ def _handler(proxy: Proxy) -> type[http.server.BaseHTTPRequestHandler]:
 @contextmanager
 def proxy(upstream: str) -> Iterator[Proxy]:
     p = Proxy(upstream)
-    with _serving(_handler(p)) as server:
+    with serving(_handler(p)) as server:
         p.server = server
         p.port = server.server_address[1]
         yield p
 
 
 @contextmanager
-def _serving(
+def serving(
     handler: type[http.server.BaseHTTPRequestHandler],
 ) -> Iterator[http.server.ThreadingHTTPServer]:
     """An HTTP server on a free loopback port, served from a thread until the block ends."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield server
@@ -362,6 +394,6 @@ def token_server(root: Path, user: str, password: str) -> Iterator[TokenServer]:
             self.end_headers()
             self.wfile.write(body)
 
-    with _serving(Handler) as server:
+    with serving(Handler) as server:
         ts.port = server.server_address[1]
         yield ts

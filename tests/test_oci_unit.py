@@ -13,15 +13,10 @@ import pytest
 
 from aot.env import VARIABLES, from_environ
 from loader import oci
+from loader.credentials import find_credentials, parse_challenge
 from loader.errors import BadReference, BundleError, RegistryAuthError, RegistryError
-from loader.registry import (
-    Client,
-    Reference,
-    RegistryConfig,
-    find_credentials,
-    parse_challenge,
-    retry_after,
-)
+from loader.registry import Client, Reference, RegistryConfig
+from loader.retry import retry_after
 
 ROOT = Path(__file__).resolve().parents[1]
 D = "sha256:" + "ab" * 32
