@@ -307,10 +307,9 @@ class CompilePool:
         for proc in processes:
             with contextlib.suppress(OSError, ValueError):
                 proc.kill()
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in processes:
-            with contextlib.suppress(OSError, ValueError, AssertionError):
-                proc.join(5)
+        # With its workers dead the pool's manager thread finds it broken and ends at once;
+        # waiting for it keeps interpreter exit from poking its closed wake-up pipe.
+        pool.shutdown(wait=True, cancel_futures=True)
         for fut in list(self._results.values()):
             fut.cancel()
 

@@ -251,8 +251,9 @@ def push(bundle: Path, reference: str, registry: RegistryFlags, chunk_size: int 
     from ..push import DEFAULT_CHUNK
     from ..push import push as push_bundle
 
-    cfg = registry.apply(from_environ().registry)
-    pr = push_bundle(bundle, reference, cfg, chunk_size=chunk_size or DEFAULT_CHUNK)
+    env = from_environ()
+    pr = push_bundle(bundle, reference, registry.apply(env.registry),
+                     chunk_size=chunk_size or DEFAULT_CHUNK, progress=env.progress)  # fmt: skip
     n = pr.requests
     how = "already there" if n == 0 else f"{n} upload request{'s' if n > 1 else ''}"
     click.echo(
@@ -264,15 +265,20 @@ def push(bundle: Path, reference: str, registry: RegistryFlags, chunk_size: int 
 @cli.command(help="pull a bundle from an OCI registry, verified")
 @click.argument("reference", metavar=REFERENCE)
 @click.option(
-    "-o", "--output", type=OUTPUT, help="file or folder (default: the bundle's file name)"
+    "-o",
+    "--output",
+    # A string, not a Path: a trailing "/" says a folder (made if missing) and Path drops it.
+    type=click.Path(),
+    help="file, or folder ending in / (default: the bundle's file name, here)",
 )
 @registry_options
-def pull(reference: str, output: Path | None, registry: RegistryFlags) -> None:
+def pull(reference: str, output: str | None, registry: RegistryFlags) -> None:
     from ..pull import pull as pull_bundle
 
-    cfg = registry.apply(from_environ().registry)
-    check_output(output or Path.cwd(), folder_ok=True)
-    pl = pull_bundle(reference, output, cfg, Path.cwd())
+    env = from_environ()
+    check_output(Path(output) if output else Path.cwd(), folder_ok=True)
+    pl = pull_bundle(reference, output, registry.apply(env.registry), Path.cwd(),
+                     progress=env.progress)  # fmt: skip
     click.echo(
         f"pulled {pl.reference}\n  wrote {pl.path} ({pl.size / 1024:.1f} KiB, "
         f"{pl.bundle_digest}, verified) in {pl.seconds:.2f}s"

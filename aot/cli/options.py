@@ -29,6 +29,7 @@ Command = Callable[..., Any]
 # an input exists, by the core function that reads it (with the exit code of its kind).
 OUTPUT = click.Path(path_type=Path)
 INPUT = click.Path(path_type=Path)
+SECONDS = click.FloatRange(min=0, min_open=True)
 
 
 class RecipeFile(click.ParamType[Path]):
@@ -122,9 +123,17 @@ class RegistryFlags:
     """The registry options of push, pull and inspect, applied over the environment's."""
 
     insecure: bool = False
+    connect_timeout: float | None = None
+    read_timeout: float | None = None
 
     def apply(self, config: RegistryConfig) -> RegistryConfig:
-        return replace(config, insecure=True) if self.insecure else config
+        if self.insecure:
+            config = replace(config, insecure=True)
+        if self.connect_timeout is not None:
+            config = replace(config, connect_timeout=self.connect_timeout)
+        if self.read_timeout is not None:
+            config = replace(config, read_timeout=self.read_timeout)
+        return config
 
 
 def registry_options(command: Command) -> Command:
@@ -135,8 +144,29 @@ def registry_options(command: Command) -> Command:
         is_flag=True,
         help="allow plain http to the registry host (for oci:// references)",
     )
+    @click.option(
+        "--connect-timeout",
+        type=SECONDS,
+        metavar="SECONDS",
+        help="seconds to wait for a registry to accept a connection "
+        "(default 10; AOTC_REGISTRY_CONNECT_TIMEOUT)",
+    )
+    @click.option(
+        "--read-timeout",
+        type=SECONDS,
+        metavar="SECONDS",
+        help="seconds a registry may stay silent mid-transfer, and the most a manifest may "
+        "take to arrive (default 60; AOTC_REGISTRY_READ_TIMEOUT)",
+    )
     @functools.wraps(command)
-    def with_registry(*args: Any, insecure: bool, **kwargs: Any) -> Any:
-        return command(*args, registry=RegistryFlags(insecure), **kwargs)
+    def with_registry(
+        *args: Any,
+        insecure: bool,
+        connect_timeout: float | None,
+        read_timeout: float | None,
+        **kwargs: Any,
+    ) -> Any:
+        flags = RegistryFlags(insecure, connect_timeout, read_timeout)
+        return command(*args, registry=flags, **kwargs)
 
     return with_registry
