@@ -112,7 +112,7 @@ def test_manifest_schema_errors_are_bundle_errors(tmp_path: Path) -> None:
     del m["kernels"][0]["grid"]
     path = tmp_path / "bad.aotc"
     path.write_bytes(encode(m, {}))
-    with pytest.raises(BadBundle, match=r"kernel 'scale'.grid is missing"):
+    with pytest.raises(BadBundle, match=r"manifest: kernels\[0\].grid is missing"):
         inspect(path)
 
 
