@@ -153,9 +153,9 @@ def test_modules_load_lazily_once_and_only_for_this_gpu(fake: FakeLib, bundle_pa
     k = b.kernel("scale")
     for _ in range(3):
         k(*call_args(5))
-    assert len(fake.modules) == 1 and fake.modules[0].startswith(b"fake cubin cubin/sm_90")
+    assert len(fake.modules) == 1 and b"fake cubin cubin/sm_90" in fake.modules[0]
     assert b.warmup() == 12  # 3 buckets × 2 specializations × 2 dtypes, sm_90 only
-    assert all(m.startswith(b"fake cubin cubin/sm_90") for m in fake.modules)
+    assert all(b"fake cubin cubin/sm_90" in m for m in fake.modules)
     assert len(fake.modules) == 12
 
 
