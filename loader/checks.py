@@ -20,6 +20,11 @@ from .expr import ExprError, parse
 if TYPE_CHECKING:
     from .manifest import Instance, KernelSpec, PipelineSpec
 
+# More parameters than a kernel can take (CUDA passes at most 32 KiB of them; Triton's
+# kernels take tens): each launcher compiles code over the whole list, so a bundle with
+# thousands would take minutes to open.
+MAX_PARAMS = 1024
+
 
 def _quote(name: str) -> str:
     return '"' + name[:40].replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -57,6 +62,10 @@ def _params(k: KernelSpec) -> dict[str, str]:
         bad = [t for t in options if t not in ELEMENT_TYPES]
         if not options or bad:
             raise DecodeError(f"dtype_vars[{_quote(var)}]", "must list element types")
+    if len(k.params) > MAX_PARAMS:
+        raise DecodeError(
+            "params", f"{len(k.params)} parameters; a kernel takes at most {MAX_PARAMS}"
+        )
     types: dict[str, str] = {}
     for j, p in enumerate(k.params):
         at = f"params[{j}]"
@@ -89,6 +98,8 @@ def _instance(
         raise DecodeError(f"{at}.choices", f"has {len(inst.choices)} entries for {n} buckets")
     for vid, v in inst.variants.items():
         where = f"{at}.variants[{_quote(vid)}]"
+        if len(v.abi) > len(types):
+            raise DecodeError(f"{where}.abi", "lists more names than the kernel has parameters")
         for j, name in enumerate(v.abi):
             if name not in types:
                 raise DecodeError(f"{where}.abi[{j}]", f"{name!r} is not a parameter")

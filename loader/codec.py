@@ -24,6 +24,10 @@ for an optional field; otherwise it is an error. Keys the class does not declare
 ignored, so newer writers can add fields. After a dataclass is built, its ``_validate()``
 method (if any) runs: semantic checks that span fields raise ``ValueError`` with a message
 relative to the object, and the codec adds the path.
+
+Each annotation is compiled once into a decoder function (``_decoder``), and a field's
+path is carried as nested ``(parent, key)`` tuples that are spelled out only in an error:
+decoding costs little more than the checks themselves.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -41,18 +45,45 @@ T = TypeVar("T")
 # Nesting of free-form (``Any``) JSON values; the archive refuses deeper documents anyway.
 MAX_DEPTH = 64
 _I64 = (-(2**63), 2**63 - 1)
+# A path: the root's name, or (parent path, key) with key a field name (or a relative path
+# such as "grid[0]"), a list index, or a 1-tuple holding a mapping key.
+Path = Any
+Decoder = Callable[[Any, Path], Any]
+# A dataclass's decoder also takes field values given by its container (``named_by``).
+ClassDecoder = Callable[[Any, Path, Mapping[str, Any] | None], Any]
+
+
+def render(path: Path) -> str:
+    """``kernels[0].instances[1].variants["c0-g"].abi[3]`` for a path."""
+    keys = []
+    while isinstance(path, tuple):
+        path, key = path
+        keys.append(key)
+    out: str = path
+    for key in reversed(keys):
+        if isinstance(key, int):
+            out += f"[{key}]"
+        elif isinstance(key, tuple):
+            out += f"[{_quote(key[0])}]"
+        else:
+            out += key if not out or key.startswith("[") else f".{key}"
+    return out
 
 
 class DecodeError(ValueError):
-    """A value that does not match its annotation. ``path`` names the field."""
+    """A value that does not match its annotation. ``path`` names the field; ``problem``
+    says what is wrong (starting with a space when it reads on from the path)."""
 
-    def __init__(self, path: str, problem: str):
-        self.path = path
+    def __init__(self, path: Path, problem: str):
+        self.at = path
+        self.path = render(path)
         self.problem = problem
-        if not path:
+        if not self.path:
             text = problem.lstrip()
+        elif problem.startswith(" "):
+            text = f"{self.path}{problem}"
         else:
-            text = f"{path}{problem}" if problem.startswith(" ") else f"{path}: {problem}"
+            text = f"{self.path}: {problem}"
         super().__init__(text)
 
 
@@ -121,25 +152,32 @@ def _fields(cls: type) -> tuple[_Field, ...]:
 
 def encode(value: Any) -> Any:
     """The JSON value of ``value`` (a dataclass, or anything its fields hold)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+    kind = type(value)
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {k: encode(v) for k, v in value.items()}
+    if kind is tuple or kind is list:
+        return [encode(v) for v in value]
+    if hasattr(kind, "__dataclass_fields__"):
+        cls: Any = kind
         out: dict[str, Any] = {}
-        for f in _fields(type(value)):
+        for f in _fields(cls):
             v = getattr(value, f.name)
             if not f.stored or (f.omit_default and v == f.default):
                 continue
-            if f.listed_by is not None:
-                data: Any = [encode(v[k]) for k in sorted(v)]
-            else:
-                data = encode(v)
+            data = [encode(v[k]) for k in sorted(v)] if f.listed_by is not None else encode(v)
             node = out
             for k in f.key[:-1]:
                 node = node.setdefault(k, {})
             node[f.key[-1]] = data
         return out
-    if isinstance(value, Mapping):
-        return {k: encode(v) for k, v in value.items()}
+    if isinstance(value, str | int | float | type(None)):
+        return value
     if isinstance(value, tuple | list):
         return [encode(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: encode(v) for k, v in value.items()}
     return value
 
 
@@ -148,7 +186,9 @@ def encode(value: Any) -> Any:
 
 def decode(cls: type[T], raw: Any, path: str) -> T:
     """``raw`` (parsed JSON) as a ``cls``; DecodeError naming the field path if it is not."""
-    return _dataclass(cls, raw, path, {})  # type: ignore[no-any-return]
+    tp: Any = cls
+    out: T = _decoder(tp)(raw, path)
+    return out
 
 
 def _describe(tp: Any) -> str:
@@ -180,41 +220,14 @@ def _got(raw: Any) -> str:
     return f"{type(raw).__name__} {text[:40] + '…' if len(text) > 40 else text}"
 
 
-def _fail(tp: Any, raw: Any, path: str, note: str = "") -> DecodeError:
+def _fail(tp: Any, raw: Any, path: Path, note: str = "") -> DecodeError:
     hint = f" ({note})" if note else ""
     return DecodeError(path, f" must be {_describe(tp)}{hint}, got {_got(raw)}")
 
 
-def _value(tp: Any, raw: Any, path: str, note: str = "") -> Any:
-    origin = get_origin(tp)
-    if origin is Annotated:
-        return _annotated(tp, raw, path, note)
-    if origin is not None:
-        return _generic(tp, origin, raw, path, note)
-    if tp is Any:
-        check_json(raw, path)
-        return raw
-    if dataclasses.is_dataclass(tp):
-        return _dataclass(tp, raw, path, {})  # type: ignore[arg-type]
-    return _scalar(tp, raw, path, note)
-
-
-def _scalar(tp: Any, raw: Any, path: str, note: str) -> Any:
-    if tp is bool:
-        ok = isinstance(raw, bool)
-    elif tp is int:
-        return _annotated(Annotated[int, Range(*_I64)], raw, path, note)
-    elif tp is float:
-        ok = isinstance(raw, int | float) and not isinstance(raw, bool) and math.isfinite(raw)
-    elif tp is str:
-        ok = isinstance(raw, str) and _encodable(raw)
-    elif tp is type(None):
-        ok = raw is None
-    else:
-        raise TypeError(f"codec: unsupported annotation {tp!r} at {path}")
-    if not ok:
-        raise _fail(tp, raw, path, note)
-    return raw
+def _quote(key: str) -> str:
+    text = key if len(key) <= 40 else key[:40] + "…"
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _encodable(text: str) -> bool:
@@ -226,82 +239,194 @@ def _encodable(text: str) -> bool:
     return True
 
 
-def _annotated(tp: Any, raw: Any, path: str, note: str) -> Any:
-    base, *extras = get_args(tp)
-    r = next((a for a in extras if isinstance(a, Range)), None)
-    if base is not int or r is None:
-        return _value(base, raw, path, note)
-    if not isinstance(raw, int) or isinstance(raw, bool) or not r.lo <= raw <= r.hi:
-        raise _fail(tp, raw, path, note)
+@cache
+def _decoder(tp: Any) -> Decoder:
+    """The decoder of one annotation, built once."""
+    origin = get_origin(tp)
+    if origin is Annotated:
+        base, *extras = get_args(tp)
+        r = next((a for a in extras if isinstance(a, Range)), None)
+        return _int(r.lo, r.hi, tp) if base is int and r is not None else _decoder(base)
+    if origin in (Union, types.UnionType):
+        return _union(tp)
+    if origin is Literal:
+        return _literal(tp)
+    if origin is tuple:
+        return _tuple(tp)
+    if origin is not None and issubclass(origin, Mapping):
+        return _mapping(tp)
+    if tp is Any:
+        return _any
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return typing.cast(Decoder, _dataclass(tp))
+    return _scalar(tp)
+
+
+def _scalar(tp: Any) -> Decoder:
+    if tp is int:
+        return _int(*_I64, tp)
+    checks: dict[Any, Callable[[Any], bool]] = {
+        bool: lambda raw: raw is True or raw is False,
+        # an int stays an int, so a float field round-trips "2" and "2.0" as written
+        float: lambda raw: (
+            (type(raw) is int and _I64[0] <= raw <= _I64[1])
+            or (type(raw) is float and math.isfinite(raw))
+        ),
+        str: lambda raw: type(raw) is str and (raw.isascii() or _encodable(raw)),
+        type(None): lambda raw: raw is None,
+    }
+    if tp not in checks:
+        raise TypeError(f"codec: unsupported annotation {tp!r}")
+    ok = checks[tp]
+
+    def scalar(raw: Any, path: Path) -> Any:
+        if not ok(raw):
+            raise _fail(tp, raw, path)
+        return raw
+
+    return scalar
+
+
+def _int(lo: int, hi: int, tp: Any) -> Decoder:
+    def integer(raw: Any, path: Path) -> Any:
+        if type(raw) is not int or not lo <= raw <= hi:
+            raise _fail(tp, raw, path)
+        return raw
+
+    return integer
+
+
+def _union(tp: Any) -> Decoder:
+    members = [_decoder(a) for a in get_args(tp)]
+
+    def union(raw: Any, path: Path) -> Any:
+        for member in members:
+            try:
+                return member(raw, path)
+            except DecodeError as exc:
+                if exc.at is not path:  # the right shape, wrong inside: report that
+                    raise
+        raise _fail(tp, raw, path)
+
+    return union
+
+
+def _literal(tp: Any) -> Decoder:
+    allowed = get_args(tp)
+
+    def literal(raw: Any, path: Path) -> Any:
+        if not any(raw == a and type(raw) is type(a) for a in allowed):
+            raise _fail(tp, raw, path)
+        return raw
+
+    return literal
+
+
+def _tuple(tp: Any) -> Decoder:
+    args = get_args(tp)
+    if len(args) == 2 and args[1] is Ellipsis:
+        item = _decoder(args[0])
+
+        def sequence(raw: Any, path: Path) -> Any:
+            if type(raw) is not list:
+                raise _fail(tp, raw, path)
+            return tuple([item(x, (path, i)) for i, x in enumerate(raw)])
+
+        return sequence
+    items = [_decoder(a) for a in args]
+
+    def fixed(raw: Any, path: Path) -> Any:
+        if type(raw) is not list:
+            raise _fail(tp, raw, path)
+        if len(raw) != len(items):
+            raise DecodeError(path, f" must be a list of {len(items)}, got {len(raw)} items")
+        return tuple([d(x, (path, i)) for i, (d, x) in enumerate(zip(items, raw, strict=True))])
+
+    return fixed
+
+
+def _object(raw: Any, path: Path, tp: Any = dict) -> dict[str, Any]:
+    """A JSON object, its keys valid strings."""
+    if type(raw) is not dict:
+        raise _fail(tp, raw, path)
+    for k in raw:
+        if type(k) is not str or not (k.isascii() or _encodable(k)):
+            raise DecodeError(path, f" has the key {_got(k)}; keys must be strings")
     return raw
 
 
-def _generic(tp: Any, origin: Any, raw: Any, path: str, note: str) -> Any:
-    args = get_args(tp)
-    if origin in (Union, types.UnionType):
-        for member in args:
-            try:
-                return _value(member, raw, path)
-            except DecodeError as exc:
-                if exc.path != path:  # the right shape, wrong inside: report that
-                    raise
-        raise _fail(tp, raw, path, note)
-    if origin is Literal:
-        if not any(raw == a and type(raw) is type(a) for a in args):
-            raise _fail(tp, raw, path, note)
-        return raw
-    if origin is tuple:
-        if not isinstance(raw, list):
-            raise _fail(tp, raw, path, note)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], x, f"{path}[{i}]") for i, x in enumerate(raw))
-        if len(raw) != len(args):
-            raise DecodeError(path, f" must be a list of {len(args)}, got {len(raw)} items")
-        pairs = enumerate(zip(args, raw, strict=True))
-        return tuple(_value(a, x, f"{path}[{i}]") for i, (a, x) in pairs)
-    if issubclass(origin, Mapping):
-        items = _object(raw, path, note)
-        return {k: _value(args[1], v, f"{path}[{_quote(k)}]") for k, v in items}
-    raise TypeError(f"codec: unsupported annotation {tp!r} at {path}")
+def _mapping(tp: Any) -> Decoder:
+    value = _decoder(get_args(tp)[1])
+
+    def mapping(raw: Any, path: Path) -> Any:
+        return {k: value(v, (path, (k,))) for k, v in _object(raw, path, tp).items()}
+
+    return mapping
 
 
-def _quote(key: str) -> str:
-    text = key if len(key) <= 40 else key[:40] + "…"
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+def _any(raw: Any, path: Path) -> Any:
+    check_json(raw, path)
+    return raw
 
 
-def _dataclass(cls: type, raw: Any, path: str, given: Mapping[str, Any]) -> Any:
-    if not isinstance(raw, dict):
-        raise _fail(cls, raw, path)
-    values: dict[str, Any] = dict(given)
-    for f in _fields(cls):
-        if f.name in values:
-            continue
-        at = ".".join(filter(None, (path, *f.key)))
-        node: Any = raw
-        for k in f.key[:-1]:
-            node = node.get(k) if isinstance(node, dict) else None
-        if not isinstance(node, dict) or f.key[-1] not in node:
-            values[f.name] = _missing(f, at)
-        elif f.listed_by is not None:
-            values[f.name] = _listed(f, f.listed_by, node[f.key[-1]], at)
-        elif f.named_by is not None:
-            values[f.name] = _named(f, f.named_by, node[f.key[-1]], at)
-        else:
-            values[f.name] = _value(f.type, node[f.key[-1]], at, f.note)
-    obj = cls(**values)
-    validate = getattr(obj, "_validate", None)
-    if validate is not None:
+@cache
+def _dataclass(cls: type) -> ClassDecoder:
+    plan = [(f, _field_decoder(f)) for f in _fields(cls)]
+    validate = getattr(cls, "_validate", None)
+
+    def dataclass(raw: Any, path: Path, given: Mapping[str, Any] | None = None) -> Any:
+        if type(raw) is not dict:
+            raise _fail(cls, raw, path)
+        values: dict[str, Any] = dict(given) if given else {}
+        for f, dec in plan:
+            if f.name in values:
+                continue
+            node: Any = raw
+            for k in f.key[:-1]:
+                node = node.get(k) if type(node) is dict else None
+            at = (path, ".".join(f.key))
+            if type(node) is not dict or f.key[-1] not in node:
+                values[f.name] = _missing(f, at)
+                continue
+            values[f.name] = dec(node[f.key[-1]], at)
+        obj = cls(**values)
+        if validate is not None:
+            _validated(obj, validate, path)
+        return obj
+
+    return dataclass
+
+
+def _validated(obj: Any, validate: Callable[[Any], None], path: Path) -> None:
+    try:
+        validate(obj)
+    except DecodeError as exc:
+        raise DecodeError((path, exc.path) if exc.path else path, exc.problem) from None
+    except ValueError as exc:
+        raise DecodeError(path, str(exc)) from None
+
+
+def _field_decoder(f: _Field) -> Decoder:
+    if f.listed_by is not None:
+        return _listed(f, f.listed_by)
+    if f.named_by is not None:
+        return _named(f, f.named_by)
+    dec = _decoder(f.type)
+    if not f.note:
+        return dec
+
+    def noted(raw: Any, path: Path) -> Any:
         try:
-            validate()
+            return dec(raw, path)
         except DecodeError as exc:
-            raise DecodeError(f"{path}.{exc.path}" if path else exc.path, exc.problem) from None
-        except ValueError as exc:
-            raise DecodeError(path, str(exc)) from None
-    return obj
+            if exc.at is path:  # this value, not one inside it: say what it means
+                raise _fail(f.type, raw, path, f.note) from None
+            raise
+
+    return noted
 
 
-def _missing(f: _Field, at: str) -> Any:
+def _missing(f: _Field, at: Path) -> Any:
     if f.factory is not dataclasses.MISSING:
         return f.factory()
     if f.default is not dataclasses.MISSING:
@@ -318,53 +443,70 @@ def _item_type(f: _Field) -> Any:
     return get_args(tp)[1]
 
 
-def _listed(f: _Field, key: str, raw: Any, at: str) -> dict[str, Any]:
+def _listed(f: _Field, key: str) -> Decoder:
     """A mapping stored as a list of its values, each holding its own ``key``."""
-    if not isinstance(raw, list):
-        raise _fail(tuple, raw, at, f.note)
-    item = _item_type(f)
-    out: dict[str, Any] = {}
-    for i, x in enumerate(raw):
-        name = x.get(key) if isinstance(x, dict) else None
-        where = f"{at}[{_quote(name)}]" if isinstance(name, str) else f"{at}[{i}]"
-        value = _value(item, x, where)
-        k = getattr(value, key)
-        if k in out:
-            raise DecodeError(where, f" repeats {key} {k!r}")
-        out[k] = value
-    return out
+    item = _decoder(_item_type(f))
+
+    def listed(raw: Any, path: Path) -> Any:
+        if type(raw) is not list:
+            raise _fail(tuple, raw, path)
+        out: dict[str, Any] = {}
+        for i, x in enumerate(raw):
+            name = x.get(key) if type(x) is dict else None
+            at = (path, (name,)) if type(name) is str else (path, i)
+            value = item(x, at)
+            k = getattr(value, key)
+            if k in out:
+                raise DecodeError(at, f" repeats {key} {k!r}")
+            out[k] = value
+        return out
+
+    return listed
 
 
-def _named(f: _Field, key: str, raw: Any, at: str) -> dict[str, Any]:
+def _named(f: _Field, key: str) -> Decoder:
     """A mapping stored as an object whose keys fill each value's ``key`` field."""
-    item = _item_type(f)
-    return {k: _dataclass(item, v, f"{at}[{_quote(k)}]", {key: k}) for k, v in _object(raw, at)}
+    item = _dataclass(_item_type(f))
+
+    def named(raw: Any, path: Path) -> Any:
+        return {k: item(v, (path, (k,)), {key: k}) for k, v in _object(raw, path).items()}
+
+    return named
 
 
-def _object(raw: Any, at: str, note: str = "") -> list[tuple[str, Any]]:
-    """A JSON object's items, its keys valid strings."""
-    if not isinstance(raw, dict):
-        raise _fail(dict, raw, at, note)
-    for k in raw:
-        if not isinstance(k, str) or not _encodable(k):
-            raise DecodeError(at, f" has the key {_got(k)}; keys must be strings")
-    return list(raw.items())
+def too_deep(raw: Any, limit: int) -> bool:
+    """Whether lists and objects nest more than ``limit`` levels in ``raw``. Iterative, so
+    that a value too deep to walk recursively is measured too."""
+    level, depth = [raw], 0
+    while level:
+        inner: list[Any] = []
+        for x in level:
+            if type(x) is dict:
+                inner.extend(x.values())
+            elif type(x) is list:
+                inner.extend(x)
+            else:
+                continue
+            if depth >= limit:
+                return True
+        level, depth = inner, depth + 1
+    return False
 
 
-def check_json(raw: Any, path: str, limit: int = MAX_DEPTH) -> None:
+def check_json(raw: Any, path: Path, limit: int = MAX_DEPTH) -> None:
     """A free-form value must be plain JSON (finite numbers, string keys) nested at most
-    ``limit`` levels. Iterative: a value too deep to walk recursively is refused too."""
-    stack = [(raw, 0)]
+    ``limit`` levels."""
+    if too_deep(raw, limit):
+        raise DecodeError(path, f" is nested more than {limit} levels deep")
+    stack = [raw]
     while stack:
-        x, depth = stack.pop()
-        if depth > limit:
-            raise DecodeError(path, f" is nested more than {limit} levels deep")
+        x = stack.pop()
         if isinstance(x, dict):
             if not all(isinstance(k, str) and _encodable(k) for k in x):
                 raise DecodeError(path, " must be a JSON object with string keys")
-            stack.extend((v, depth + 1) for v in x.values())
+            stack.extend(x.values())
         elif isinstance(x, list):
-            stack.extend((v, depth + 1) for v in x)
+            stack.extend(x)
         elif isinstance(x, float):
             if not math.isfinite(x):
                 raise DecodeError(path, f" holds a non-finite number ({x})")

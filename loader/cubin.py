@@ -56,7 +56,7 @@ def _sections(data: bytes) -> list[_Section]:
         if e_shentsize < _SECTION.size or e_shstrndx >= e_shnum:
             raise CubinError("damaged section header table")
         raw = [_SECTION.unpack_from(data, e_shoff + i * e_shentsize) for i in range(e_shnum)]
-    except struct.error:
+    except (struct.error, OverflowError):
         raise CubinError("truncated section header table") from None
     for s in raw:
         if s[4] + s[5] > len(data) and s[1] != 8:  # SHT_NOBITS occupies no file space

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FUNCTIONS = ("cdiv", "min", "max")
+# Limits on untrusted text (bundles are untrusted): Python's parser and compiler recurse,
+# so a long chain like "1+1+...+1" would otherwise end in a RecursionError.
+MAX_LENGTH = 1000
+MAX_DEPTH = 100
 
 _BINOPS: dict[type[ast.operator], str] = {
     ast.Add: "+",
@@ -29,6 +33,11 @@ _CMPOPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 class ExprError(ValueError):
     """The expression text is not in the language; the message says what and how to fix it."""
+
+
+def _show(text: str) -> str:
+    """``text`` quoted for a message, cut short if long."""
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -50,7 +59,7 @@ class Expr:
     def evaluate(self, env: Mapping[str, int]) -> int:
         missing = self.names - env.keys()
         if missing:
-            raise ExprError(f"{self.text!r}: no value for {', '.join(sorted(missing))}")
+            raise ExprError(f"{_show(self.text)}: no value for {', '.join(sorted(missing))}")
         names = tuple(sorted(self.names))
         fn = _evaluators.get((self.text, names))
         if fn is None:
@@ -62,24 +71,32 @@ class Expr:
 def parse(text: str, *, predicate: bool = False) -> Expr:
     """Parse ``text``; ``predicate`` also admits comparisons and boolean operators."""
     if not isinstance(text, str):
-        raise ExprError(f"expected an expression string, got {type(text).__name__} {text!r}")
+        raise ExprError(f"expected an expression string, got {type(text).__name__} "
+                        f"{_show(repr(text))}")  # fmt: skip
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"{_show(text)}: an expression is at most {MAX_LENGTH} characters")
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
-        raise ExprError(f"{text!r} is not a valid expression ({exc.msg})") from None
+        raise ExprError(f"{_show(text)} is not a valid expression ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"{_show(text)} is nested too deeply") from None
     names: set[str] = set()
     _check(tree, text, predicate, names)
     return Expr(text=text.strip(), names=frozenset(names), tree=tree)
 
 
-def _check(node: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
+def _check(node: ast.AST, text: str, predicate: bool, names: set[str], depth: int = 0) -> None:
     def bad(what: str) -> ExprError:
         return ExprError(
-            f"{text!r}: {what} is not allowed; use integers, argument and meta-parameter "
+            f"{_show(text)}: {what} is not allowed; use integers, argument and meta-parameter "
             f"names, + - * // % and {', '.join(FUNCTIONS)}()"
             + (", comparisons, and/or/not" if predicate else "")
         )
 
+    if depth > MAX_DEPTH:
+        raise ExprError(f"{_show(text)} is nested more than {MAX_DEPTH} levels deep")
+    depth += 1
     if isinstance(node, ast.Constant):
         if type(node.value) is not int:
             raise bad(f"the literal {node.value!r}")
@@ -90,12 +107,12 @@ def _check(node: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
     elif isinstance(node, ast.BinOp):
         if type(node.op) not in _BINOPS:
             if isinstance(node.op, ast.Div):
-                raise ExprError(f"{text!r}: '/' is not allowed; use '//' or cdiv(a, b)")
+                raise ExprError(f"{_show(text)}: '/' is not allowed; use '//' or cdiv(a, b)")
             raise bad(f"the operator {type(node.op).__name__}")
-        _check(node.left, text, predicate, names)
-        _check(node.right, text, predicate, names)
+        _check(node.left, text, predicate, names, depth)
+        _check(node.right, text, predicate, names, depth)
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        _check(node.operand, text, predicate, names)
+        _check(node.operand, text, predicate, names, depth)
     elif isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             raise bad(f"the call {ast.unparse(node.func)}()")
@@ -103,19 +120,20 @@ def _check(node: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
             raise bad("a keyword argument")
         want = 2 if node.func.id == "cdiv" else None
         if (want is not None and len(node.args) != want) or len(node.args) < 2:
-            raise ExprError(f"{text!r}: {node.func.id}() takes {want or 'at least 2'} arguments")
+            takes = want or "at least 2"
+            raise ExprError(f"{_show(text)}: {node.func.id}() takes {takes} arguments")
         for arg in node.args:
-            _check(arg, text, predicate, names)
+            _check(arg, text, predicate, names, depth)
     elif predicate and isinstance(node, ast.Compare):
         if not all(isinstance(op, _CMPOPS) for op in node.ops):
             raise bad("that comparison")
         for sub in (node.left, *node.comparators):
-            _check(sub, text, predicate, names)
+            _check(sub, text, predicate, names, depth)
     elif predicate and isinstance(node, ast.BoolOp):
         for sub in node.values:
-            _check(sub, text, predicate, names)
+            _check(sub, text, predicate, names, depth)
     elif predicate and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        _check(node.operand, text, predicate, names)
+        _check(node.operand, text, predicate, names, depth)
     else:
         raise bad(f"'{ast.unparse(node)}'")
 
@@ -144,7 +162,7 @@ def compile_function(
     for e in exprs:
         unknown = e.names - set(params) - consts.keys()
         if unknown:
-            raise ExprError(f"{e.text!r}: unknown name(s) {', '.join(sorted(unknown))}")
+            raise ExprError(f"{_show(e.text)}: unknown name(s) {', '.join(sorted(unknown))}")
     bound = [_Bind(consts).visit(ast.parse(e.text, mode="eval").body) for e in exprs]
     lam = ast.Lambda(
         args=ast.arguments(

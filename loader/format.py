@@ -240,7 +240,8 @@ class BundleFile:
 
 
 def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
-    """The manifest's JSON: UTF-8, finite numbers, an object nested at most MAX_DEPTH."""
+    """The manifest's JSON: UTF-8, an object nested at most MAX_DEPTH levels. (Values are
+    checked by the codec, which names the field.)"""
     try:
         manifest = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
     except RecursionError:
@@ -249,10 +250,8 @@ def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
         raise BundleError(f"{where}: manifest is not valid JSON ({exc})") from None
     if not isinstance(manifest, dict):
         raise BundleError(f"{where}: manifest has no entries table")
-    try:
-        codec.check_json(manifest, "manifest", MAX_DEPTH)
-    except codec.DecodeError as exc:
-        raise BundleError(f"{where}: {exc}") from None
+    if codec.too_deep(manifest, MAX_DEPTH):
+        raise BundleError(f"{where}: manifest is nested more than {MAX_DEPTH} levels deep")
     return manifest
 
 

@@ -296,6 +296,15 @@ def variants_edit(**changes: Any) -> Any:
         ),
         (variants_edit(assume={"scale": 16}), "'scale' is not a pointer or integer parameter"),
         (variants_edit(function="k\ud800"), r"function must be a string"),
+        (kernel_edit(grid=["M+" * 400 + "M", "1", "1"]), "nested more than 100 levels deep"),
+        (kernel_edit(grid=["-" * 2000 + "M", "1", "1"]), "at most 1000 characters"),
+        (
+            lambda j: j["kernels"][0]["params"].extend(
+                {"name": f"p{i}", "type": "i8"} for i in range(1024)
+            ),
+            "1030 parameters; a kernel takes at most 1024",
+        ),
+        (variants_edit(abi=["M"] * 7), "lists more names than the kernel has parameters"),
     ],
 )
 def test_what_the_loader_would_trip_over_is_refused_at_open(
