@@ -493,9 +493,10 @@ def too_deep(raw: Any, limit: int) -> bool:
     return False
 
 
-def check_json(raw: Any, path: Path, limit: int = MAX_DEPTH) -> None:
+def check_json(raw: Any, path: Path, limit: int | None = None) -> None:
     """A free-form value must be plain JSON (finite numbers, string keys) nested at most
-    ``limit`` levels."""
+    ``limit`` (default MAX_DEPTH) levels."""
+    limit = MAX_DEPTH if limit is None else limit
     if too_deep(raw, limit):
         raise DecodeError(path, f" is nested more than {limit} levels deep")
     stack = [raw]

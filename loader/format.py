@@ -58,6 +58,7 @@ MAX_DEPTH = codec.MAX_DEPTH
 # The largest entry, decompressed. Cubins are kilobytes and model artifacts megabytes.
 MAX_ENTRY_SIZE = 1 << 30
 _MIN_WINDOW = 1 << 10  # zstd's smallest window
+_CHUNK = 1 << 20  # how much of a frame of undeclared size is read at a time
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -283,7 +284,9 @@ def _decode(manifest: Mapping[str, Any], entries: Mapping[str, Entry], where: st
 def decompress(stored: bytes, raw_size: int, what: str) -> bytes:
     """``stored`` (one zstd frame) decompressed to exactly ``raw_size`` bytes, allocating no
     more: the frame's declared size must agree, its window may not exceed ``raw_size``, and
-    the output is read in a bounded stream."""
+    the output is read from a stream, never past ``raw_size``. A frame that declares no
+    size (we always write it) is read in chunks, so that a false ``raw_size`` costs only
+    what the frame really holds."""
     import zstandard
 
     try:
@@ -293,15 +296,17 @@ def decompress(stored: bytes, raw_size: int, what: str) -> bytes:
                               f"says {raw_size}: the file was modified")  # fmt: skip
         dctx = zstandard.ZstdDecompressor(max_window_size=max(_MIN_WINDOW, raw_size))
         reader = dctx.stream_reader(stored, read_across_frames=False)
-        raw = reader.read(raw_size) if raw_size else b""
-        while len(raw) < raw_size:
-            more = reader.read(raw_size - len(raw))
-            if not more:
+        chunk = raw_size if declared == raw_size else min(raw_size, _CHUNK)
+        parts, got = [], 0
+        while got < raw_size:
+            part = reader.read(min(chunk, raw_size - got))
+            if not part:
                 break
-            raw += more
+            parts.append(part)
+            got += len(part)
         extra = reader.read(1)
     except zstandard.ZstdError as exc:
         raise BundleError(f"{what} does not decompress ({exc})") from None
-    if len(raw) != raw_size or extra:
+    if got != raw_size or extra:
         raise BundleError(f"{what} decompresses to the wrong content")
-    return raw
+    return parts[0] if len(parts) == 1 else b"".join(parts)

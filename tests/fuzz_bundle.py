@@ -318,7 +318,8 @@ class Cases:
             lie = f[:4] + bytes([f[4] | 0xC0]) + f[5:6] + struct.pack("<Q", declared) + f[6:]
             return lie, raw_size
         if how == 1:  # a bomb with no declared size
-            return plain.compress(bytes(rng.choice([2**20, 2**26]))), rng.choice([raw_size, 100])
+            bomb = plain.compress(bytes(rng.choice([2**20, 2**26])))
+            return bomb, rng.choice([raw_size, 100, 2**21])
         if how == 2:  # two frames, or a skippable frame first
             one = plain.compress(b"q" * raw_size)
             skip = struct.pack("<II", 0x184D2A50, 16) + bytes(16)
