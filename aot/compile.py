@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loader import cubin as cubin_mod
 from loader.manifest import TRITON_SCRATCH_ARGS
 
-from . import cubin as cubin_mod
 from .cache import CompileCache, key_of
 from .plan import Instance, Plan, Variant
 from .progress import Progress

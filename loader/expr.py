@@ -86,56 +86,75 @@ def parse(text: str, *, predicate: bool = False) -> Expr:
     return Expr(text=text.strip(), names=frozenset(names), tree=tree)
 
 
-def _check(node: ast.AST, text: str, predicate: bool, names: set[str], depth: int = 0) -> None:
-    def bad(what: str) -> ExprError:
-        return ExprError(
-            f"{_show(text)}: {what} is not allowed; use integers, argument and meta-parameter "
-            f"names, + - * // % and {', '.join(FUNCTIONS)}()"
-            + (", comparisons, and/or/not" if predicate else "")
-        )
+def _check(tree: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
+    """Check every node of ``tree`` against the language, collecting free names; walked
+    with a stack, so that depth is bounded here and not by Python's recursion."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ExprError(f"{_show(text)} is nested more than {MAX_DEPTH} levels deep")
+        children = _children(node, text, predicate, names)
+        stack.extend((c, depth + 1) for c in reversed(children))  # left to right
 
-    if depth > MAX_DEPTH:
-        raise ExprError(f"{_show(text)} is nested more than {MAX_DEPTH} levels deep")
-    depth += 1
+
+def _bad(text: str, predicate: bool, what: str) -> ExprError:
+    return ExprError(
+        f"{_show(text)}: {what} is not allowed; use integers, argument and meta-parameter "
+        f"names, + - * // % and {', '.join(FUNCTIONS)}()"
+        + (", comparisons, and/or/not" if predicate else "")
+    )
+
+
+def _children(node: ast.AST, text: str, predicate: bool, names: set[str]) -> list[ast.expr]:
+    """The sub-expressions of an allowed ``node`` (its name recorded); ExprError if it is
+    not allowed."""
     if isinstance(node, ast.Constant):
         if type(node.value) is not int:
-            raise bad(f"the literal {node.value!r}")
-    elif isinstance(node, ast.Name):
+            raise _bad(text, predicate, f"the literal {node.value!r}")
+        return []
+    if isinstance(node, ast.Name):
         if node.id in FUNCTIONS:
-            raise bad(f"the bare name {node.id!r}")
+            raise _bad(text, predicate, f"the bare name {node.id!r}")
         names.add(node.id)
-    elif isinstance(node, ast.BinOp):
+        return []
+    if isinstance(node, ast.BinOp):
         if type(node.op) not in _BINOPS:
             if isinstance(node.op, ast.Div):
                 raise ExprError(f"{_show(text)}: '/' is not allowed; use '//' or cdiv(a, b)")
-            raise bad(f"the operator {type(node.op).__name__}")
-        _check(node.left, text, predicate, names, depth)
-        _check(node.right, text, predicate, names, depth)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        _check(node.operand, text, predicate, names, depth)
-    elif isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-            raise bad(f"the call {ast.unparse(node.func)}()")
-        if node.keywords:
-            raise bad("a keyword argument")
-        want = 2 if node.func.id == "cdiv" else None
-        if (want is not None and len(node.args) != want) or len(node.args) < 2:
-            takes = want or "at least 2"
-            raise ExprError(f"{_show(text)}: {node.func.id}() takes {takes} arguments")
-        for arg in node.args:
-            _check(arg, text, predicate, names, depth)
-    elif predicate and isinstance(node, ast.Compare):
+            raise _bad(text, predicate, f"the operator {type(node.op).__name__}")
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        return [node.operand]
+    if isinstance(node, ast.Call):
+        return _call_args(node, text, predicate)
+    if predicate and isinstance(node, ast.Compare):
         if not all(isinstance(op, _CMPOPS) for op in node.ops):
-            raise bad("that comparison")
-        for sub in (node.left, *node.comparators):
-            _check(sub, text, predicate, names, depth)
-    elif predicate and isinstance(node, ast.BoolOp):
-        for sub in node.values:
-            _check(sub, text, predicate, names, depth)
-    elif predicate and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        _check(node.operand, text, predicate, names, depth)
-    else:
-        raise bad(f"'{ast.unparse(node)}'")
+            raise _bad(text, predicate, "that comparison")
+        return [node.left, *node.comparators]
+    if predicate and isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if predicate and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return [node.operand]
+    raise _bad(text, predicate, _segment(text, node))
+
+
+def _segment(text: str, node: ast.AST) -> str:
+    """The source of ``node``, quoted (cut from the text: unparsing a deep tree recurses)."""
+    segment = ast.get_source_segment(text.strip(), node) or type(node).__name__
+    return repr(segment) if len(segment) <= 60 else repr(segment[:57] + "...")
+
+
+def _call_args(node: ast.Call, text: str, predicate: bool) -> list[ast.expr]:
+    if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+        raise _bad(text, predicate, f"the call {_segment(text, node.func)[1:-1]}()")
+    if node.keywords:
+        raise _bad(text, predicate, "a keyword argument")
+    want = 2 if node.func.id == "cdiv" else None
+    if (want is not None and len(node.args) != want) or len(node.args) < 2:
+        takes = want or "at least 2"
+        raise ExprError(f"{_show(text)}: {node.func.id}() takes {takes} arguments")
+    return list(node.args)
 
 
 class _Bind(ast.NodeTransformer):

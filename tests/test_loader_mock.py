@@ -298,6 +298,7 @@ def variants_edit(**changes: Any) -> Any:
         (variants_edit(function="k\ud800"), r"function must be a string"),
         (kernel_edit(grid=["M+" * 400 + "M", "1", "1"]), "nested more than 100 levels deep"),
         (kernel_edit(grid=["-" * 2000 + "M", "1", "1"]), "at most 1000 characters"),
+        (kernel_edit(grid=["[" + "1+" * 495 + "1]", "1", "1"]), r"'\[1\+1.*' is not allowed"),
         (
             lambda j: j["kernels"][0]["params"].extend(
                 {"name": f"p{i}", "type": "i8"} for i in range(1024)
