@@ -9,6 +9,7 @@ would trip over, and the loader reports it at open, as a BundleError naming the 
 
 from __future__ import annotations
 
+import itertools
 import keyword
 import math
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from .codec import DecodeError
 from .expr import ExprError, parse
 
 if TYPE_CHECKING:
-    from .manifest import Instance, KernelSpec, PipelineSpec
+    from .manifest import Instance, KernelSpec, Manifest, PipelineSpec
 
 # More parameters than a kernel can take (CUDA passes at most 32 KiB of them; Triton's
 # kernels take tens): each launcher compiles code over the whole list, so a bundle with
@@ -148,3 +149,52 @@ def check_pipeline(p: PipelineSpec) -> None:
     missing = [d for d in p.dims if d not in led]
     if missing:
         raise ValueError(f"dimension {missing[0]!r} is the leading axis of no input")
+
+
+# The most device memory one pipeline tensor may need at a bucket (far beyond any GPU's).
+MAX_TENSOR_BYTES = 1 << 40
+# Pipelines with more buckets than this are not size-checked bucket by bucket at decode.
+_MAX_CHECKED_BUCKETS = 4096
+
+
+def check_pipeline_sizes(p: PipelineSpec) -> None:
+    """Every tensor's size is a non-negative integer at every bucket, within reason: the
+    loader computes them when it captures a bucket, and allocates that much."""
+    from .pipeline import ITEMSIZE
+
+    if math.prod(len(b) for b in p.buckets) > _MAX_CHECKED_BUCKETS:
+        raise ValueError(f"more than {_MAX_CHECKED_BUCKETS} buckets")
+    shapes = [(i, t, [parse(s) for s in t.shape]) for i, t in enumerate(p.tensors)]
+    for bounds in itertools.product(*p.buckets):
+        env = dict(zip(p.dims, bounds, strict=True))
+        for i, t, exprs in shapes:
+            n = ITEMSIZE[t.dtype]
+            try:
+                for e in exprs:
+                    n *= e.evaluate(env)
+            except ArithmeticError as exc:
+                raise DecodeError(f"tensors[{i}].shape", f"at {env}: {exc}") from None
+            if not 0 <= n <= MAX_TENSOR_BYTES:
+                raise DecodeError(f"tensors[{i}].shape", f"at {env}: {n} bytes")
+
+
+def check_steps(m: Manifest) -> None:
+    """Each pipeline step calls a kernel of the bundle with an argument per parameter of
+    the kind it takes: a tensor for a pointer, an expression for an integer."""
+    from .manifest import INT_TYPES
+
+    kernels = {k.name: k for k in m.kernels}
+    for i, p in enumerate(m.pipelines):
+        tensors = {t.name for t in p.tensors}
+        for j, step in enumerate(p.steps):
+            at = f"pipelines[{i}].steps[{j}]"
+            k = kernels.get(step.kernel)
+            if k is None or len(step.args) != len(k.params):
+                raise DecodeError(at, f"{step.kernel!r} is not a kernel of the bundle taking "
+                                      f"{len(step.args)} arguments")  # fmt: skip
+            for n, (param, arg) in enumerate(zip(k.params, step.args, strict=True)):
+                pointer = param.type.startswith("*")
+                if (pointer and arg not in tensors) or (
+                    param.type in INT_TYPES and not isinstance(arg, str)
+                ):
+                    raise DecodeError(f"{at}.args[{n}]", f"{arg!r} cannot be {param.name}")

@@ -204,10 +204,11 @@ class PipelineSpec(_Coded):
     steps: tuple[PipelineStep, ...]
 
     def _validate(self) -> None:
-        from .checks import check_pipeline
+        from .checks import check_pipeline, check_pipeline_sizes
 
         check_bounds(self.dims, self.buckets)
         check_pipeline(self)
+        check_pipeline_sizes(self)
 
     def tensor(self, name: str) -> PipelineTensor:
         for t in self.tensors:
@@ -268,7 +269,10 @@ class Manifest(_Coded):
     model: ModelSpec | None = field(default=None, metadata=codec.spec(omit_default=True))
 
     def _validate(self) -> None:
+        from .checks import check_steps
+
         codec.decode(BuildRecord, self.build, "build")
+        check_steps(self)
 
     @property
     def shard(self) -> Mapping[str, Any] | None:

@@ -306,6 +306,31 @@ def variants_edit(**changes: Any) -> Any:
             "1030 parameters; a kernel takes at most 1024",
         ),
         (variants_edit(abi=["M"] * 7), "lists more names than the kernel has parameters"),
+        # pipelines: what capturing a bucket would trip over
+        (
+            lambda j: j["pipelines"][0]["steps"][0]["args"].__setitem__(2, 5.0),
+            r"pipelines\[0\]\.steps\[0\]\.args\[2\]: 5\.0 cannot be M",
+        ),
+        (
+            lambda j: j["pipelines"][0]["steps"][0].update(kernel="nope"),
+            "'nope' is not a kernel of the bundle",
+        ),
+        (
+            lambda j: j["pipelines"][0]["tensors"][1].update(shape=["64 // (M - 16) * 0 + M", "64"]),
+            r"tensors\[1\]\.shape: at \{'M': 16\}: integer division or modulo by zero",
+        ),
+        (
+            lambda j: j["pipelines"][0]["tensors"][1].update(shape=["M", str(2**60)]),
+            r"tensors\[1\]\.shape: at \{'M': 1\}: 2305843009213693952 bytes",
+        ),
+        (
+            lambda j: j["pipelines"][1]["tensors"][1].update(shape=["M", "64"]),
+            "a weight's shape must be fixed sizes",
+        ),
+        (
+            lambda j: j["pipelines"][0]["tensors"][0].update(shape=["16", "64"]),
+            "dimension 'M' is the leading axis of no input",
+        ),
     ],
 )
 def test_what_the_loader_would_trip_over_is_refused_at_open(
