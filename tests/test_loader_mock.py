@@ -316,7 +316,9 @@ def variants_edit(**changes: Any) -> Any:
             "'nope' is not a kernel of the bundle",
         ),
         (
-            lambda j: j["pipelines"][0]["tensors"][1].update(shape=["64 // (M - 16) * 0 + M", "64"]),
+            lambda j: j["pipelines"][0]["tensors"][1].update(
+                shape=["64 // (M - 16) * 0 + M", "64"]
+            ),
             r"tensors\[1\]\.shape: at \{'M': 16\}: integer division or modulo by zero",
         ),
         (
