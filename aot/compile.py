@@ -21,9 +21,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from loader import cubin as cubin_mod
 from loader.manifest import TRITON_SCRATCH_ARGS
 
-from . import cubin as cubin_mod
 from .cache import CompileCache, key_of
 from .errors import BuildError
 from .plan import Instance, Plan, Variant

@@ -153,24 +153,19 @@ def label(key: InstanceKey) -> str:
 
 
 def _open(path: Path) -> _Part:
+    """The part opened, checked and decoded by the archive layer (loader/format.py)."""
     try:
         bf = BundleFile(path)
     except BundleError as exc:
         raise BadBundle(str(exc)) from None
-    try:
-        unknown = sorted(set(bf.manifest) - _KNOWN_KEYS)
-        if unknown:
-            raise MergeError(
-                f"{path}: manifest key {unknown[0]!r} is unknown to this aotc, which cannot "
-                "merge it; use the aotc that built the parts"
-            )
-        return _Part(path, bf, mf.Manifest.from_json(bf.manifest))
-    except BundleError as exc:
+    unknown = sorted(set(bf.manifest) - _KNOWN_KEYS)
+    if unknown:
         bf.close()
-        raise BadBundle(f"{path}: {exc}") from None
-    except BaseException:
-        bf.close()
-        raise
+        raise MergeError(
+            f"{path}: manifest key {unknown[0]!r} is unknown to this aotc, which cannot "
+            "merge it; use the aotc that built the parts"
+        )
+    return _Part(path, bf, bf.spec)
 
 
 def _differs(a: _Part, b: _Part, what: str, va: Any, vb: Any, hint: str) -> MergeError:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from . import args as _args
+from . import cubin as _cubin
 from . import driver as _driver
 from .dispatch import assumption_checks, choose_target, flat_bucket, holds, order_variants
 from .errors import ArgumentError, BundleError, CudaError, NoTargetError
@@ -118,14 +119,17 @@ class InMemory:
 
 class Bundle:
     def __init__(self, path: str | os.PathLike[str], *, device: int | None = None):
-        self.file = BundleFile(path)
+        self.file = BundleFile(path)  # header, manifest, typed and checked: see format.py
+        self.manifest: Manifest = self.file.spec
         try:
-            self.manifest = Manifest.from_json(self.file.manifest)
             self.manifest.require_complete()
+            self.device = Device(_driver.get(), device)
         except ManifestError as exc:
             self.file.close()
             raise BundleError(f"{path}: {exc}") from None
-        self.device = Device(_driver.get(), device)
+        except BaseException:
+            self.file.close()
+            raise
         target = choose_target(self.manifest.targets, self.device.cc, self.device.name)
         if target is None:
             self.file.close()
@@ -212,6 +216,8 @@ class Launcher:
     ):
         self.variant = variant
         self.source = source
+        self.kernel = spec.name
+        self.grid_text = ", ".join(spec.grid)
         self.checks = assumption_checks(variant, param_index)
         self.fits = assumption_test(self.checks)
         self.block = variant.num_warps * 32
@@ -246,6 +252,7 @@ class Launcher:
                     f"{dev.name} allows {dev.max_shared}",
                 )
             image = self.source.read_entry(self.variant.entry)
+            self._check_abi(image)
             drv = dev.drv
             module = drv.load_module(image)
             fn = drv.get_function(module, self.variant.function)
@@ -253,6 +260,23 @@ class Launcher:
                 drv.set_max_dynamic_shared(fn, dev.max_shared)
             self._function_arg = ctypes.c_void_p(fn)
             self.function = fn
+
+    def _check_abi(self, image: bytes) -> None:
+        """The cubin's own parameter list must be the one this launcher packs: the driver
+        copies each parameter by the cubin's size, so any difference reads past our buffer."""
+        v = self.variant
+        what = f"kernel {self.kernel!r}, variant {v.id} ({v.entry})"
+        try:
+            sizes = _cubin.param_sizes(image, v.function)
+        except _cubin.CubinError as exc:
+            raise BundleError(f"{what}: not a cubin the loader can check: {exc}") from None
+        ours = tuple(ctypes.sizeof(h) for h in self.holders)
+        if sizes != ours:
+            raise BundleError(
+                f"{what}: the cubin takes {len(sizes)} parameters of {list(sizes)} bytes; the "
+                f"manifest's ABI gives {len(ours)} ({len(v.abi)} + {v.scratch_args} scratch) of "
+                f"{list(ours)} bytes. The bundle was modified or built by an incompatible aotc"
+            )
 
     def launch(self, values: Sequence[Any], stream: int) -> None:
         """Launch on ``values`` (converted, in the kernel's parameter order) on ``stream``.
@@ -268,7 +292,13 @@ class Launcher:
         # the call. Packing first checks the values even when the grid turns out empty.
         with self._lock:
             self._buffer.pack(values)
-            gx, gy, gz = self.grid(*values)
+            try:
+                gx, gy, gz = self.grid(*values)
+            except ArithmeticError as exc:  # a division by zero, for these values
+                raise ArgumentError(
+                    f"{self.kernel}(): its grid ({self.grid_text}) cannot be computed for "
+                    f"these arguments: {exc}"
+                ) from None
             if not (0 < gx <= _MAX_X and 0 < gy <= _MAX_YZ and 0 < gz <= _MAX_YZ):
                 if gx <= 0 or gy <= 0 or gz <= 0:
                     return

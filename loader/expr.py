@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 FUNCTIONS = ("cdiv", "min", "max")
+# Limits on untrusted text (bundles are untrusted): Python's parser and compiler recurse,
+# so a long chain like "1+1+...+1" would otherwise end in a RecursionError.
+MAX_LENGTH = 1000
+MAX_DEPTH = 100
 
 _BINOPS: dict[type[ast.operator], str] = {
     ast.Add: "+",
@@ -29,6 +33,11 @@ _CMPOPS = (ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq)
 
 class ExprError(ValueError):
     """The expression text is not in the language; the message says what and how to fix it."""
+
+
+def _show(text: str) -> str:
+    """``text`` quoted for a message, cut short if long."""
+    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -50,7 +59,7 @@ class Expr:
     def evaluate(self, env: Mapping[str, int]) -> int:
         missing = self.names - env.keys()
         if missing:
-            raise ExprError(f"{self.text!r}: no value for {', '.join(sorted(missing))}")
+            raise ExprError(f"{_show(self.text)}: no value for {', '.join(sorted(missing))}")
         names = tuple(sorted(self.names))
         fn = _evaluators.get((self.text, names))
         if fn is None:
@@ -62,62 +71,90 @@ class Expr:
 def parse(text: str, *, predicate: bool = False) -> Expr:
     """Parse ``text``; ``predicate`` also admits comparisons and boolean operators."""
     if not isinstance(text, str):
-        raise ExprError(f"expected an expression string, got {type(text).__name__} {text!r}")
+        raise ExprError(f"expected an expression string, got {type(text).__name__} "
+                        f"{_show(repr(text))}")  # fmt: skip
+    if len(text) > MAX_LENGTH:
+        raise ExprError(f"{_show(text)}: an expression is at most {MAX_LENGTH} characters")
     try:
         tree = ast.parse(text.strip(), mode="eval").body
     except SyntaxError as exc:
-        raise ExprError(f"{text!r} is not a valid expression ({exc.msg})") from None
+        raise ExprError(f"{_show(text)} is not a valid expression ({exc.msg})") from None
+    except (RecursionError, MemoryError):
+        raise ExprError(f"{_show(text)} is nested too deeply") from None
     names: set[str] = set()
     _check(tree, text, predicate, names)
     return Expr(text=text.strip(), names=frozenset(names), tree=tree)
 
 
-def _check(node: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
-    def bad(what: str) -> ExprError:
-        return ExprError(
-            f"{text!r}: {what} is not allowed; use integers, argument and meta-parameter "
-            f"names, + - * // % and {', '.join(FUNCTIONS)}()"
-            + (", comparisons, and/or/not" if predicate else "")
-        )
+def _check(tree: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
+    """Check every node of ``tree`` against the language, collecting free names; walked
+    with a stack, so that depth is bounded here and not by Python's recursion."""
+    stack = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ExprError(f"{_show(text)} is nested more than {MAX_DEPTH} levels deep")
+        children = _children(node, text, predicate, names)
+        stack.extend((c, depth + 1) for c in reversed(children))  # left to right
 
+
+def _bad(text: str, predicate: bool, what: str) -> ExprError:
+    return ExprError(
+        f"{_show(text)}: {what} is not allowed; use integers, argument and meta-parameter "
+        f"names, + - * // % and {', '.join(FUNCTIONS)}()"
+        + (", comparisons, and/or/not" if predicate else "")
+    )
+
+
+def _children(node: ast.AST, text: str, predicate: bool, names: set[str]) -> list[ast.expr]:
+    """The sub-expressions of an allowed ``node`` (its name recorded); ExprError if it is
+    not allowed."""
     if isinstance(node, ast.Constant):
         if type(node.value) is not int:
-            raise bad(f"the literal {node.value!r}")
-    elif isinstance(node, ast.Name):
+            raise _bad(text, predicate, f"the literal {node.value!r}")
+        return []
+    if isinstance(node, ast.Name):
         if node.id in FUNCTIONS:
-            raise bad(f"the bare name {node.id!r}")
+            raise _bad(text, predicate, f"the bare name {node.id!r}")
         names.add(node.id)
-    elif isinstance(node, ast.BinOp):
+        return []
+    if isinstance(node, ast.BinOp):
         if type(node.op) not in _BINOPS:
             if isinstance(node.op, ast.Div):
-                raise ExprError(f"{text!r}: '/' is not allowed; use '//' or cdiv(a, b)")
-            raise bad(f"the operator {type(node.op).__name__}")
-        _check(node.left, text, predicate, names)
-        _check(node.right, text, predicate, names)
-    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        _check(node.operand, text, predicate, names)
-    elif isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
-            raise bad(f"the call {ast.unparse(node.func)}()")
-        if node.keywords:
-            raise bad("a keyword argument")
-        want = 2 if node.func.id == "cdiv" else None
-        if (want is not None and len(node.args) != want) or len(node.args) < 2:
-            raise ExprError(f"{text!r}: {node.func.id}() takes {want or 'at least 2'} arguments")
-        for arg in node.args:
-            _check(arg, text, predicate, names)
-    elif predicate and isinstance(node, ast.Compare):
+                raise ExprError(f"{_show(text)}: '/' is not allowed; use '//' or cdiv(a, b)")
+            raise _bad(text, predicate, f"the operator {type(node.op).__name__}")
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        return [node.operand]
+    if isinstance(node, ast.Call):
+        return _call_args(node, text, predicate)
+    if predicate and isinstance(node, ast.Compare):
         if not all(isinstance(op, _CMPOPS) for op in node.ops):
-            raise bad("that comparison")
-        for sub in (node.left, *node.comparators):
-            _check(sub, text, predicate, names)
-    elif predicate and isinstance(node, ast.BoolOp):
-        for sub in node.values:
-            _check(sub, text, predicate, names)
-    elif predicate and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-        _check(node.operand, text, predicate, names)
-    else:
-        raise bad(f"'{ast.unparse(node)}'")
+            raise _bad(text, predicate, "that comparison")
+        return [node.left, *node.comparators]
+    if predicate and isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if predicate and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return [node.operand]
+    raise _bad(text, predicate, _segment(text, node))
+
+
+def _segment(text: str, node: ast.AST) -> str:
+    """The source of ``node``, quoted (cut from the text: unparsing a deep tree recurses)."""
+    segment = ast.get_source_segment(text.strip(), node) or type(node).__name__
+    return repr(segment) if len(segment) <= 60 else repr(segment[:57] + "...")
+
+
+def _call_args(node: ast.Call, text: str, predicate: bool) -> list[ast.expr]:
+    if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+        raise _bad(text, predicate, f"the call {_segment(text, node.func)[1:-1]}()")
+    if node.keywords:
+        raise _bad(text, predicate, "a keyword argument")
+    want = 2 if node.func.id == "cdiv" else None
+    if (want is not None and len(node.args) != want) or len(node.args) < 2:
+        takes = want or "at least 2"
+        raise ExprError(f"{_show(text)}: {node.func.id}() takes {takes} arguments")
+    return list(node.args)
 
 
 class _Bind(ast.NodeTransformer):
@@ -144,7 +181,7 @@ def compile_function(
     for e in exprs:
         unknown = e.names - set(params) - consts.keys()
         if unknown:
-            raise ExprError(f"{e.text!r}: unknown name(s) {', '.join(sorted(unknown))}")
+            raise ExprError(f"{_show(e.text)}: unknown name(s) {', '.join(sorted(unknown))}")
     bound = [_Bind(consts).visit(ast.parse(e.text, mode="eval").body) for e in exprs]
     lam = ast.Lambda(
         args=ast.arguments(

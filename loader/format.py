@@ -17,6 +17,15 @@ and a loader decompresses only the entries it uses.
 
 Builds are reproducible: no timestamps, sorted keys and entries, a fixed compression level
 and single-threaded zstd give byte-identical files for identical inputs.
+
+``BundleFile`` is the archive layer: the one place that opens a bundle, checks its header,
+manifest and (on demand) entry hashes, and decodes the typed manifest. It needs no GPU,
+and every failure is a ``BundleError``. Untrusted bytes meet these limits first:
+- the manifest is at most MAX_MANIFEST bytes and JSON nested at most MAX_DEPTH levels;
+- an entry decompresses to at most MAX_ENTRY_SIZE bytes (1 GiB): its declared
+  ``raw_size`` is checked against that cap and against the size its zstd frame declares
+  before anything is allocated, and decompression streams into at most ``raw_size``
+  bytes (python-zstandard would otherwise trust the frame's own size claim).
 """
 
 from __future__ import annotations
@@ -27,11 +36,14 @@ import os
 import struct
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Annotated, Any, BinaryIO
 
+from . import codec
+from .codec import Range
 from .errors import BundleError
+from .manifest import Manifest, ManifestError
 
 MAGIC = b"AOTC\x00\r\n\x1a"
 FORMAT_VERSION = 1
@@ -40,6 +52,13 @@ HEADER_SIZE = _HEADER.size
 ZSTD_LEVEL = 19
 # A manifest larger than this is not one we wrote; refuse before allocating for it.
 MAX_MANIFEST = 256 * 1024 * 1024
+# JSON nesting of the manifest (ours is about 8 deep); deeper documents are refused before
+# anything walks them recursively.
+MAX_DEPTH = codec.MAX_DEPTH
+# The largest entry, decompressed. Cubins are kilobytes and model artifacts megabytes.
+MAX_ENTRY_SIZE = 1 << 30
+_MIN_WINDOW = 1 << 10  # zstd's smallest window
+_CHUNK = 1 << 20  # how much of a frame of undeclared size is read at a time
 
 
 def canonical_json(obj: Any) -> bytes:
@@ -52,38 +71,24 @@ def sha256(data: bytes) -> str:
 
 @dataclass(frozen=True)
 class Entry:
-    name: str
-    offset: int
-    size: int
-    raw_size: int
+    """One payload: where its compressed bytes lie in the payload region, and its hashes."""
+
+    name: str = field(metadata=codec.spec(stored=False))  # the key of the entries table
+    offset: Annotated[int, Range(0, 2**62)]
+    size: Annotated[int, Range(0, 2 * MAX_ENTRY_SIZE)]
+    raw_size: Annotated[int, Range(0, MAX_ENTRY_SIZE)] = field(
+        metadata=codec.spec(note=f"an entry is at most {MAX_ENTRY_SIZE} bytes")
+    )
     sha256: str
     stored_sha256: str
 
-    @staticmethod
-    def from_json(name: str, obj: Any, where: str) -> Entry:
-        try:
-            e = Entry(
-                name=name,
-                offset=int(obj["offset"]),
-                size=int(obj["size"]),
-                raw_size=int(obj["raw_size"]),
-                sha256=str(obj["sha256"]),
-                stored_sha256=str(obj["stored_sha256"]),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise BundleError(f"{where}: manifest entry {name!r} is malformed ({exc})") from None
-        if e.offset < 0 or e.size < 0 or e.raw_size < 0:
-            raise BundleError(f"{where}: manifest entry {name!r} has a negative offset or size")
-        return e
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "offset": self.offset,
-            "size": self.size,
-            "raw_size": self.raw_size,
-            "sha256": self.sha256,
-            "stored_sha256": self.stored_sha256,
-        }
+@dataclass(frozen=True)
+class _Layout:
+    """The manifest's own table of the payload region (written by ``encode``)."""
+
+    entries: Mapping[str, Entry] = field(metadata=codec.spec(named_by="name"))
+    payload_size: Annotated[int, Range(0, 2**62)]
 
 
 def encode(manifest: Mapping[str, Any], payloads: Mapping[str, bytes]) -> bytes:
@@ -98,10 +103,12 @@ def encode(manifest: Mapping[str, Any], payloads: Mapping[str, bytes]) -> bytes:
     offset = 0
     for name in sorted(payloads):
         raw = payloads[name]
+        if len(raw) > MAX_ENTRY_SIZE:
+            raise ValueError(f"entry {name!r} is {len(raw)} bytes; a bundle entry is at most "
+                             f"{MAX_ENTRY_SIZE}")  # fmt: skip
         stored = compressor.compress(raw)
-        entries[name] = Entry(
-            name, offset, len(stored), len(raw), sha256(raw), sha256(stored)
-        ).to_json()
+        entry = Entry(name, offset, len(stored), len(raw), sha256(raw), sha256(stored))
+        entries[name] = codec.encode(entry)
         blobs.append(stored)
         offset += len(stored)
     body = canonical_json({**manifest, "entries": entries, "payload_size": offset})
@@ -130,7 +137,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 
 class BundleFile:
-    """A bundle opened for reading: the manifest is parsed, payloads are read on demand."""
+    """A bundle opened for reading: the manifest is checked and decoded, payloads are read
+    on demand. ``manifest`` is the manifest's JSON as written, ``spec`` its typed form."""
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
@@ -141,8 +149,11 @@ class BundleFile:
             raise BundleError(f"{where}: no such bundle file") from None
         except IsADirectoryError:
             raise BundleError(f"{where}: is a directory, not a bundle file") from None
+        except OSError as exc:
+            raise BundleError(f"{where}: cannot read it ({exc.strerror or exc})") from None
         try:
             self.manifest, self.entries, self.payload_start = self._read_header(where)
+            self.spec: Manifest = _decode(self.manifest, self.entries, where)
         except BaseException:
             self._f.close()
             raise
@@ -164,8 +175,14 @@ class BundleFile:
                 f"{where}: bundle format version {version}; this loader reads version "
                 f"{FORMAT_VERSION}. Rebuild the bundle with a matching aotc, or upgrade aotc."
             )
+        actual = os.fstat(self._f.fileno()).st_size
         if mlen > MAX_MANIFEST:
             raise BundleError(f"{where}: corrupt header (manifest length {mlen})")
+        if HEADER_SIZE + mlen > actual:
+            raise BundleError(
+                f"{where}: truncated: manifest is {actual - HEADER_SIZE} of {mlen} bytes; "
+                "re-download it"
+            )
         body = self._f.read(mlen)
         if len(body) < mlen:
             raise BundleError(
@@ -173,34 +190,26 @@ class BundleFile:
             )
         if hashlib.sha256(body).digest() != msha:
             raise BundleError(f"{where}: manifest checksum mismatch: the file was modified")
+        manifest = parse_manifest(body, where)
         try:
-            manifest = json.loads(body)
-        except ValueError as exc:
-            raise BundleError(f"{where}: manifest is not valid JSON ({exc})") from None
-        if not isinstance(manifest, dict) or not isinstance(manifest.get("entries"), dict):
-            raise BundleError(f"{where}: manifest has no entries table")
-        entries = {n: Entry.from_json(n, e, where) for n, e in manifest["entries"].items()}
+            layout = codec.decode(_Layout, manifest, "")
+        except codec.DecodeError as exc:
+            raise BundleError(f"{where}: manifest: {exc}") from None
         payload_start = HEADER_SIZE + mlen
-        payload_size = manifest.get("payload_size")
-        if not isinstance(payload_size, int):
-            raise BundleError(f"{where}: manifest has no payload_size")
-        actual = os.fstat(self._f.fileno()).st_size
-        expected = payload_start + payload_size
+        expected = payload_start + layout.payload_size
         if actual < expected:
             raise BundleError(
                 f"{where}: truncated: {actual} bytes, expected {expected}; re-download it"
             )
         if actual > expected:
             raise BundleError(f"{where}: {actual - expected} unexpected trailing bytes")
-        for e in entries.values():
-            if e.offset + e.size > payload_size:
+        for e in layout.entries.values():
+            if e.offset + e.size > layout.payload_size:
                 raise BundleError(f"{where}: entry {e.name!r} lies outside the payload region")
-        return manifest, entries, payload_start
+        return manifest, dict(layout.entries), payload_start
 
     def read_entry(self, name: str) -> bytes:
         """Return an entry's raw bytes after checking both of its hashes."""
-        import zstandard
-
         where = str(self.path)
         entry = self.entries.get(name)
         if entry is None:
@@ -209,11 +218,8 @@ class BundleFile:
         stored = os.pread(self._f.fileno(), entry.size, self.payload_start + entry.offset)
         if len(stored) != entry.size or sha256(stored) != entry.stored_sha256:
             raise BundleError(f"{where}: entry {name!r} fails its checksum: the file was modified")
-        try:
-            raw = zstandard.ZstdDecompressor().decompress(stored, max_output_size=entry.raw_size)
-        except zstandard.ZstdError as exc:
-            raise BundleError(f"{where}: entry {name!r} does not decompress ({exc})") from None
-        if len(raw) != entry.raw_size or sha256(raw) != entry.sha256:
+        raw = decompress(stored, entry.raw_size, f"{where}: entry {name!r}")
+        if sha256(raw) != entry.sha256:
             raise BundleError(f"{where}: entry {name!r} decompresses to the wrong content")
         return raw
 
@@ -232,3 +238,75 @@ class BundleFile:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
+    """The manifest's JSON: UTF-8, an object nested at most MAX_DEPTH levels. (Values are
+    checked by the codec, which names the field.)"""
+    try:
+        manifest = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+    except RecursionError:
+        raise BundleError(f"{where}: manifest is nested too deeply to be ours") from None
+    except ValueError as exc:  # also UnicodeDecodeError
+        raise BundleError(f"{where}: manifest is not valid JSON ({exc})") from None
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{where}: manifest has no entries table")
+    if codec.too_deep(manifest, MAX_DEPTH):
+        raise BundleError(f"{where}: manifest is nested more than {MAX_DEPTH} levels deep")
+    return manifest
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _decode(manifest: Mapping[str, Any], entries: Mapping[str, Entry], where: str) -> Manifest:
+    """The typed manifest, every entry it names present."""
+    try:
+        spec = Manifest.from_json(manifest)
+    except ManifestError as exc:
+        raise BundleError(f"{where}: {exc}") from None
+    for k in spec.kernels:
+        for inst in k.instances:
+            for v in inst.variants.values():
+                if v.entry not in entries:
+                    raise BundleError(
+                        f"{where}: variant {v.id} of {k.name} names a missing entry {v.entry!r}"
+                    )
+    for a in spec.model.artifacts if spec.model is not None else ():
+        for b in a.buckets:
+            if b.impl == "compiled" and b.entry not in entries:
+                raise BundleError(f"{where}: model bucket {list(b.bucket)} of {a.target} names "
+                                  f"a missing entry {b.entry!r}")  # fmt: skip
+    return spec
+
+
+def decompress(stored: bytes, raw_size: int, what: str) -> bytes:
+    """``stored`` (one zstd frame) decompressed to exactly ``raw_size`` bytes, allocating no
+    more: the frame's declared size must agree, its window may not exceed ``raw_size``, and
+    the output is read from a stream, never past ``raw_size``. A frame that declares no
+    size (we always write it) is read in chunks, so that a false ``raw_size`` costs only
+    what the frame really holds."""
+    import zstandard
+
+    try:
+        declared = zstandard.get_frame_parameters(stored).content_size
+        if declared not in (zstandard.CONTENTSIZE_UNKNOWN, raw_size):
+            raise BundleError(f"{what}: its zstd frame declares {declared} bytes; the manifest "
+                              f"says {raw_size}: the file was modified")  # fmt: skip
+        dctx = zstandard.ZstdDecompressor(max_window_size=max(_MIN_WINDOW, raw_size))
+        reader = dctx.stream_reader(stored, read_across_frames=False)
+        chunk = raw_size if declared == raw_size else min(raw_size, _CHUNK)
+        parts, got = [], 0
+        while got < raw_size:
+            part = reader.read(min(chunk, raw_size - got))
+            if not part:
+                break
+            parts.append(part)
+            got += len(part)
+        extra = reader.read(1)
+    except zstandard.ZstdError as exc:
+        raise BundleError(f"{what} does not decompress ({exc})") from None
+    if got != raw_size or extra:
+        raise BundleError(f"{what} decompresses to the wrong content")
+    return parts[0] if len(parts) == 1 else b"".join(parts)

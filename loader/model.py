@@ -80,8 +80,8 @@ def load_model(
     fresh tensors either way.)
     """
     file, owned = _open(source)
+    manifest = file.spec  # decoded and checked when the file was opened (format.py)
     try:
-        manifest = Manifest.from_json(file.manifest)
         manifest.require_complete()
     except ManifestError as exc:
         if owned:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from loader import manifest as mf
 from loader.format import encode, write_atomic
+from tests import cubins
 
 PARAMS = (
     mf.Param("x_ptr", "*T"),
@@ -109,11 +110,16 @@ def manifest(targets: tuple[str, ...] = ("sm_90", "sm_80")) -> mf.Manifest:
 
 
 def payloads(m: mf.Manifest) -> dict[str, bytes]:
+    """A cubin per variant whose parameter table matches its ABI (tests/cubins.py), marked
+    "fake cubin <entry>" so that tests can tell which one the driver was given."""
     out = {}
     for k in m.kernels:
+        types = {p.name: p.type for p in k.params}
         for inst in k.instances:
             for v in inst.variants.values():
-                out[v.entry] = f"fake cubin {v.entry}".encode() * 20
+                sizes = cubins.abi_sizes([types[n] for n in v.abi], v.scratch_args)
+                note = f"fake cubin {v.entry}".encode() * 20
+                out[v.entry] = cubins.make(v.function, sizes, note)
     return out
 
 

@@ -7,12 +7,16 @@ import ctypes
 import struct
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import loader
+from aot.errors import BadBundle
+from aot.inspect import verify
 from loader import driver
-from tests import handmade
+from loader.format import encode
+from tests import cubins, handmade
 from tests.fakecuda import FakeArray, FakeLib, FakeTensor
 
 
@@ -153,9 +157,9 @@ def test_modules_load_lazily_once_and_only_for_this_gpu(fake: FakeLib, bundle_pa
     k = b.kernel("scale")
     for _ in range(3):
         k(*call_args(5))
-    assert len(fake.modules) == 1 and fake.modules[0].startswith(b"fake cubin cubin/sm_90")
+    assert len(fake.modules) == 1 and b"fake cubin cubin/sm_90" in fake.modules[0]
     assert b.warmup() == 12  # 3 buckets × 2 specializations × 2 dtypes, sm_90 only
-    assert all(m.startswith(b"fake cubin cubin/sm_90") for m in fake.modules)
+    assert all(b"fake cubin cubin/sm_90" in m for m in fake.modules)
     assert len(fake.modules) == 12
 
 
@@ -224,3 +228,167 @@ def test_ctypes_holders_match_abi_types(fake: FakeLib, bundle_path: Path) -> Non
         ctypes.c_uint64,
         ctypes.c_uint64,
     ]
+
+
+# --- crafted bundles that verify used to pass but the loader tripped over (issue 16) ------
+
+
+def crafted(tmp_path: Path, edit: Any = None, payload: Any = None) -> Path:
+    """handmade's bundle, its manifest JSON edited by ``edit`` and its payloads (entry ->
+    bytes) by ``payload``; every hash is recomputed, as anyone can."""
+    m = handmade.manifest()
+    j = m.to_json()
+    payloads = handmade.payloads(m)
+    if edit is not None:
+        edit(j)
+    if payload is not None:
+        payload(payloads)
+    path = tmp_path / "crafted.aotc"
+    path.write_bytes(encode(j, payloads))
+    return path
+
+
+def kernel_edit(**changes: Any) -> Any:
+    return lambda j: j["kernels"][0].update(changes)
+
+
+def variants_edit(**changes: Any) -> Any:
+    def edit(j: dict[str, Any]) -> None:
+        for inst in j["kernels"][0]["instances"]:
+            for v in inst["variants"]:
+                v.update(changes)
+
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda j: j["targets"][0].update(device_names=[-1]),
+            r"targets\[0\]\.device_names\[0\] must be a string, got int -1",
+        ),
+        (
+            variants_edit(abi=["x_ptr", "out_ptr", "M", "N", "nope", "scale"]),
+            r"variants\[\"c0-g\"\]\.abi\[4\]: 'nope' is not a parameter",
+        ),
+        (
+            lambda j: j["kernels"][0]["params"][5].update(type="fp16"),
+            r"params\[5\]\.type: 'fp16' is not a parameter type this loader can pass",
+        ),
+        (
+            lambda j: j["kernels"][0]["params"][5].update(type="*T2"),
+            r"params\[5\]\.type: '\*T2' is not a parameter type",
+        ),
+        (kernel_edit(bucket_keys=["K"]), r"bucket_keys\[0\]: 'K' is not an integer parameter"),
+        (kernel_edit(bucket_keys=["scale"]), "'scale' is not an integer parameter"),
+        (variants_edit(scratch_args=2**40), r"scratch_args must be an integer from 0 to 16"),
+        (kernel_edit(grid=["__import__('os')", "1", "1"]), r"grid\[0\]: .* is not allowed"),
+        (kernel_edit(grid=["cdiv(M, BLOCK) * Q", "1", "1"]), r"the grid reads Q"),
+        (kernel_edit(grid=["scale", "1", "1"]), r"the grid reads scale"),
+        (kernel_edit(buckets=[["1", "16", "256"]]), r"buckets\[0\]\[0\] must be an integer"),
+        (kernel_edit(buckets=[[1, 16, 256], [1]]), "one list of bucket bounds per dimension"),
+        (kernel_edit(buckets=[[256, 16, 1]]), "must be a non-empty ascending list"),
+        (kernel_edit(buckets=[[1, 16]]), r"choices: has 3 entries for 2 buckets"),
+        (
+            lambda j: j["kernels"][0]["instances"][0].update(dtypes={"T": "fp8e5"}),
+            r"instances\[0\]\.dtypes: must bind each of \['T'\]",
+        ),
+        (variants_edit(assume={"scale": 16}), "'scale' is not a pointer or integer parameter"),
+        (variants_edit(function="k\ud800"), r"function must be a string"),
+        (kernel_edit(grid=["M+" * 400 + "M", "1", "1"]), "nested more than 100 levels deep"),
+        (kernel_edit(grid=["-" * 2000 + "M", "1", "1"]), "at most 1000 characters"),
+        (kernel_edit(grid=["[" + "1+" * 495 + "1]", "1", "1"]), r"'\[1\+1.*' is not allowed"),
+        (
+            lambda j: j["kernels"][0]["params"].extend(
+                {"name": f"p{i}", "type": "i8"} for i in range(1024)
+            ),
+            "1030 parameters; a kernel takes at most 1024",
+        ),
+        (variants_edit(abi=["M"] * 7), "lists more names than the kernel has parameters"),
+        # pipelines: what capturing a bucket would trip over
+        (
+            lambda j: j["pipelines"][0]["steps"][0]["args"].__setitem__(2, 5.0),
+            r"pipelines\[0\]\.steps\[0\]\.args\[2\]: 5\.0 cannot be M",
+        ),
+        (
+            lambda j: j["pipelines"][0]["steps"][0].update(kernel="nope"),
+            "'nope' is not a kernel of the bundle",
+        ),
+        (
+            lambda j: j["pipelines"][0]["tensors"][1].update(
+                shape=["64 // (M - 16) * 0 + M", "64"]
+            ),
+            r"tensors\[1\]\.shape: at \{'M': 16\}: integer division or modulo by zero",
+        ),
+        (
+            lambda j: j["pipelines"][0]["tensors"][1].update(shape=["M", str(2**60)]),
+            r"tensors\[1\]\.shape: at \{'M': 1\}: 2305843009213693952 bytes",
+        ),
+        (
+            lambda j: j["pipelines"][1]["tensors"][1].update(shape=["M", "64"]),
+            "a weight's shape must be fixed sizes",
+        ),
+        (
+            lambda j: j["pipelines"][0]["tensors"][0].update(shape=["16", "64"]),
+            "dimension 'M' is the leading axis of no input",
+        ),
+    ],
+)
+def test_what_the_loader_would_trip_over_is_refused_at_open(
+    fake: FakeLib, tmp_path: Path, edit: Any, message: str
+) -> None:
+    path = crafted(tmp_path, edit)
+    with pytest.raises(loader.BundleError, match=message):
+        loader.open(path)
+    with pytest.raises(BadBundle, match=message):  # and `aotc verify` refuses it too
+        verify(path)
+
+
+def test_a_grid_dividing_by_zero_is_an_argument_error_naming_kernel_and_grid(
+    fake: FakeLib, tmp_path: Path
+) -> None:
+    k = loader.open(crafted(tmp_path, kernel_edit(grid=["M // 0", "cdiv(N, M - 5)", "1"])))["scale"]
+    for _ in range(2):  # the checked path, then the fast path's retry of it
+        with pytest.raises(loader.ArgumentError, match=r"scale\(\): its grid \(M // 0, cdiv"):
+            k(*call_args(5))
+    assert not fake.launches
+
+
+def test_a_grid_past_the_cuda_limits_is_an_argument_error(fake: FakeLib, tmp_path: Path) -> None:
+    k = loader.open(crafted(tmp_path, kernel_edit(grid=["M * 4096", "N * 70000", "1"])))["scale"]
+    with pytest.raises(loader.ArgumentError, match="exceeds the CUDA limits"):
+        k(*call_args(5))
+    assert not fake.launches
+
+
+def _cubin_of(function: str, sizes: list[int]) -> Any:
+    def edit(payloads: dict[str, bytes]) -> None:
+        for name in payloads:
+            payloads[name] = cubins.make(function, sizes, b"fake cubin")
+
+    return edit
+
+
+GENERIC = [8, 8, 4, 4, 4, 4, 8, 8]  # x_ptr, out_ptr, M, N, stride, scale + 2 scratch
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (_cubin_of("scale_kernel", GENERIC[:-1]), r"the cubin takes 7 parameters .* gives 8"),
+        (_cubin_of("scale_kernel", [*GENERIC, 8]), r"the cubin takes 9 parameters .* gives 8"),
+        (_cubin_of("scale_kernel", [8, 8, 4, 4, 4, 8, 8, 8]), r"of \[8, 8, 4, 4, 4, 8, 8, 8\]"),
+        (_cubin_of("other_kernel", GENERIC), "no kernel 'scale_kernel' in the cubin"),
+        (lambda p: p.update({n: b"fake cubin" * 9 for n in p}), "not a 64-bit little-endian"),
+        (lambda p: p.update({n: cubins.make("scale_kernel", GENERIC)[:70] for n in p}), "cubin"),
+    ],
+)
+def test_abi_is_checked_against_each_cubin_before_the_driver_sees_it(
+    fake: FakeLib, tmp_path: Path, payload: Any, message: str
+) -> None:
+    k = loader.open(crafted(tmp_path, payload=payload))["scale"]
+    with pytest.raises(loader.BundleError, match=message) as e:
+        k(*call_args(1, stride=3))  # the generic variant: all 6 parameters + 2 scratch
+    assert "kernel 'scale', variant c0-g (cubin/sm_90-fp16-0-g)" in str(e.value)
+    assert fake.modules == [] and not fake.launches

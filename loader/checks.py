@@ -1,0 +1,200 @@
+"""What the loader assumes of a kernel or pipeline record, checked once when it is decoded.
+
+A manifest that decodes (loader/manifest.py) must be one the loader can open and call
+without a KeyError, an ExprError or an IndexError deep inside: every name a launcher looks
+up exists, every type it packs is one it knows, every grid parses and reads only what it
+may, and every bucket has its choice. ``aotc verify`` therefore refuses what the loader
+would trip over, and the loader reports it at open, as a BundleError naming the field.
+"""
+
+from __future__ import annotations
+
+import itertools
+import keyword
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .codec import DecodeError
+from .expr import ExprError, parse
+
+if TYPE_CHECKING:
+    from .manifest import Instance, KernelSpec, Manifest, PipelineSpec
+
+# More parameters than a kernel can take (CUDA passes at most 32 KiB of them; Triton's
+# kernels take tens): each launcher compiles code over the whole list, so a bundle with
+# thousands would take minutes to open.
+MAX_PARAMS = 1024
+
+
+def _quote(name: str) -> str:
+    return '"' + name[:40].replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def check_kernel(k: KernelSpec) -> None:
+    from .manifest import GRID_BUILTINS, INT_TYPES, check_bounds
+
+    types = _params(k)
+    ints = {n for n, t in types.items() if t in INT_TYPES}
+    reads: set[str] = set()
+    for j, g in enumerate(k.grid):
+        try:
+            reads |= parse(g).names
+        except ExprError as exc:
+            raise DecodeError(f"grid[{j}]", str(exc)) from None
+    for j, key in enumerate(k.bucket_keys):
+        if key not in ints:
+            raise DecodeError(f"bucket_keys[{j}]", f"{key!r} is not an integer parameter")
+    try:
+        check_bounds(k.bucket_keys, k.buckets)
+    except ValueError as exc:
+        raise DecodeError("buckets", str(exc)) from None
+    buckets = math.prod(len(b) for b in k.buckets)
+    free = reads - ints - set(GRID_BUILTINS)
+    for i, inst in enumerate(k.instances):
+        _instance(k, inst, f"instances[{i}]", types, free, buckets)
+
+
+def _params(k: KernelSpec) -> dict[str, str]:
+    """Parameter name -> type, after checking names and types."""
+    from .manifest import ELEMENT_TYPES, PARAM_SCALAR_TYPES
+
+    for var, options in k.dtype_vars.items():
+        bad = [t for t in options if t not in ELEMENT_TYPES]
+        if not options or bad:
+            raise DecodeError(f"dtype_vars[{_quote(var)}]", "must list element types")
+    if len(k.params) > MAX_PARAMS:
+        raise DecodeError(
+            "params", f"{len(k.params)} parameters; a kernel takes at most {MAX_PARAMS}"
+        )
+    types: dict[str, str] = {}
+    for j, p in enumerate(k.params):
+        at = f"params[{j}]"
+        if not p.name.isidentifier() or keyword.iskeyword(p.name) or p.name in types:
+            raise DecodeError(f"{at}.name", f"{p.name!r} is not a new identifier")
+        elem = p.type[1:] if p.type.startswith("*") else None
+        known = elem in ELEMENT_TYPES or elem in k.dtype_vars
+        if not (known if elem is not None else p.type in PARAM_SCALAR_TYPES):
+            raise DecodeError(
+                f"{at}.type",
+                f"{p.type!r} is not a parameter type this loader can pass; a pointer to an "
+                f"element type or dtype variable, or one of {sorted(PARAM_SCALAR_TYPES)}",
+            )
+        types[p.name] = p.type
+    return types
+
+
+def _instance(
+    k: KernelSpec, inst: Instance, at: str, types: Mapping[str, str], free: set[str], n: int
+) -> None:
+    from .manifest import INT_TYPES
+
+    if set(inst.dtypes) != set(k.dtype_vars) or any(
+        t not in k.dtype_vars[v] for v, t in inst.dtypes.items()
+    ):
+        raise DecodeError(
+            f"{at}.dtypes", f"must bind each of {sorted(k.dtype_vars)} to one of its types"
+        )
+    if len(inst.choices) != n:
+        raise DecodeError(f"{at}.choices", f"has {len(inst.choices)} entries for {n} buckets")
+    for vid, v in inst.variants.items():
+        where = f"{at}.variants[{_quote(vid)}]"
+        if len(v.abi) > len(types):
+            raise DecodeError(f"{where}.abi", "lists more names than the kernel has parameters")
+        for j, name in enumerate(v.abi):
+            if name not in types:
+                raise DecodeError(f"{where}.abi[{j}]", f"{name!r} is not a parameter")
+        for name in v.assume:
+            t = types.get(name)
+            if t is None or not (t.startswith("*") or t in INT_TYPES):
+                raise DecodeError(
+                    f"{where}.assume", f"{name!r} is not a pointer or integer parameter"
+                )
+        unknown = sorted(free - set(v.meta))
+        if unknown:
+            raise DecodeError(
+                f"{where}.meta",
+                f"the grid reads {', '.join(unknown)}: neither an integer parameter nor a "
+                "meta-parameter of this variant",
+            )
+
+
+def _literal(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def check_pipeline(p: PipelineSpec) -> None:
+    names = [t.name for t in p.tensors]
+    if len(set(names)) != len(names):
+        raise ValueError("tensor names must be unique")
+    led = set()
+    for i, t in enumerate(p.tensors):
+        at = f"tensors[{i}].shape"
+        for s in t.shape:
+            try:
+                unknown = parse(s).names - set(p.dims)
+            except ExprError as exc:
+                raise DecodeError(at, str(exc)) from None
+            if unknown:
+                raise DecodeError(at, f"{s!r} reads {', '.join(sorted(unknown))}, not a dimension")
+        if t.role == "weight" and not all(_literal(s) for s in t.shape):
+            raise DecodeError(at, "a weight's shape must be fixed sizes")
+        if t.role in ("input", "output"):
+            if not t.shape or not all(_literal(s) for s in t.shape[1:]):
+                raise DecodeError(at, "must be a dimension or size, then fixed sizes")
+            if t.shape[0] not in p.dims and not _literal(t.shape[0]):
+                raise DecodeError(at, f"{t.shape[0]!r} is neither a dimension nor a size")
+            if t.role == "input":
+                led.add(t.shape[0])
+    missing = [d for d in p.dims if d not in led]
+    if missing:
+        raise ValueError(f"dimension {missing[0]!r} is the leading axis of no input")
+
+
+# The most device memory one pipeline tensor may need at a bucket (far beyond any GPU's).
+MAX_TENSOR_BYTES = 1 << 40
+# Pipelines with more buckets than this are not size-checked bucket by bucket at decode.
+_MAX_CHECKED_BUCKETS = 4096
+
+
+def check_pipeline_sizes(p: PipelineSpec) -> None:
+    """Every tensor's size is a non-negative integer at every bucket, within reason: the
+    loader computes them when it captures a bucket, and allocates that much."""
+    from .pipeline import ITEMSIZE
+
+    if math.prod(len(b) for b in p.buckets) > _MAX_CHECKED_BUCKETS:
+        raise ValueError(f"more than {_MAX_CHECKED_BUCKETS} buckets")
+    shapes = [(i, t, [parse(s) for s in t.shape]) for i, t in enumerate(p.tensors)]
+    for bounds in itertools.product(*p.buckets):
+        env = dict(zip(p.dims, bounds, strict=True))
+        for i, t, exprs in shapes:
+            n = ITEMSIZE[t.dtype]
+            try:
+                for e in exprs:
+                    n *= e.evaluate(env)
+            except ArithmeticError as exc:
+                raise DecodeError(f"tensors[{i}].shape", f"at {env}: {exc}") from None
+            if not 0 <= n <= MAX_TENSOR_BYTES:
+                raise DecodeError(f"tensors[{i}].shape", f"at {env}: {n} bytes")
+
+
+def check_steps(m: Manifest) -> None:
+    """Each pipeline step calls a kernel of the bundle with an argument per parameter of
+    the kind it takes: a tensor for a pointer, an expression for an integer."""
+    from .manifest import INT_TYPES
+
+    kernels = {k.name: k for k in m.kernels}
+    for i, p in enumerate(m.pipelines):
+        tensors = {t.name for t in p.tensors}
+        for j, step in enumerate(p.steps):
+            at = f"pipelines[{i}].steps[{j}]"
+            k = kernels.get(step.kernel)
+            if k is None or len(step.args) != len(k.params):
+                raise DecodeError(at, f"{step.kernel!r} is not a kernel of the bundle taking "
+                                      f"{len(step.args)} arguments")  # fmt: skip
+            for n, (param, arg) in enumerate(zip(k.params, step.args, strict=True)):
+                pointer = param.type.startswith("*")
+                if (pointer and arg not in tensors) or (
+                    param.type in INT_TYPES and not isinstance(arg, str)
+                ):
+                    raise DecodeError(f"{at}.args[{n}]", f"{arg!r} cannot be {param.name}")
