@@ -25,6 +25,7 @@ from loader import cubin as cubin_mod
 from loader.manifest import TRITON_SCRATCH_ARGS
 
 from .cache import CompileCache, key_of
+from .config import Constexpr, triton_value
 from .errors import BuildError
 from .plan import Instance, Plan, Variant
 from .progress import Progress
@@ -43,11 +44,13 @@ class Job:
     source: str
     function: str
     signature: tuple[tuple[str, str], ...]  # every parameter, "constexpr" for constants
-    constexprs: tuple[tuple[str, int], ...]
+    constexprs: tuple[tuple[str, Constexpr], ...]
     divisible: tuple[int, ...]  # parameter indices assumed divisible by 16
     sm: int
     num_warps: int
     num_stages: int
+    num_ctas: int = 1
+    maxnreg: int | None = None
 
 
 @dataclass(frozen=True)
@@ -68,12 +71,17 @@ def job_for(plan: Plan, inst: Instance, variant: Variant) -> Job:
     src = plan.sources[kr.name]
     dtypes = dict(variant.dtypes)
     assume = dict(variant.spec.assume)
-    constexprs: dict[str, int] = {**kr.fixed, **dict(variant.config.meta)}
+    constexprs: dict[str, Constexpr] = {**kr.fixed, **dict(variant.config.meta),
+                                        **dict(variant.derived)}  # fmt: skip
+    nones = set(variant.nones) | set(kr.always_none)
     signature: list[tuple[str, str]] = []
     divisible: list[int] = []
     for i, name in enumerate(src.arg_names):
         if name in src.constexprs:
             signature.append((name, "constexpr"))
+        elif name in nones:  # as Triton's JIT specializes an argument passed as None
+            signature.append((name, "constexpr"))
+            constexprs[name] = None
         elif assume.get(name) == 1:
             signature.append((name, "constexpr"))
             constexprs[name] = 1
@@ -84,6 +92,7 @@ def job_for(plan: Plan, inst: Instance, variant: Variant) -> Job:
             signature.append((name, ty))
             if assume.get(name) == 16:
                 divisible.append(i)
+    config = variant.config
     return Job(
         source=str(kr.source),
         function=kr.function,
@@ -91,8 +100,10 @@ def job_for(plan: Plan, inst: Instance, variant: Variant) -> Job:
         constexprs=tuple(sorted(constexprs.items())),
         divisible=tuple(divisible),
         sm=inst.target.cc[0] * 10 + inst.target.cc[1],
-        num_warps=variant.config.num_warps,
-        num_stages=variant.config.num_stages,
+        num_warps=config.num_warps,
+        num_stages=config.num_stages,
+        num_ctas=config.num_ctas,
+        maxnreg=config.maxnreg,
     )
 
 
@@ -105,9 +116,18 @@ def cache_key(plan: Plan, inst: Instance, job: Job) -> str:
             "triton": triton.__version__,
             "fn": src.cache_key,
             "file": src.file_sha256,
-            "job": {**job.__dict__, "source": None},
+            "job": _job_key(job),
         }
     )
+
+
+def _job_key(job: Job) -> dict[str, Any]:
+    """The job as the cache keys it: the source's path left out (its content is in the
+    key), and the launch options Triton's defaults give left out where they are those."""
+    key: dict[str, Any] = {**job.__dict__, "source": None}
+    if job.num_ctas == 1 and job.maxnreg is None:
+        del key["num_ctas"], key["maxnreg"]
+    return key
 
 
 def run_job(job: Job) -> dict[str, Any]:
@@ -118,16 +138,21 @@ def run_job(job: Job) -> dict[str, Any]:
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
 
-        from .source import jit_function
+        from .kernelfile import jit_function
 
         fn = jit_function(Path(job.source), job.function)
         target = GPUTarget("cuda", job.sm, 32)
         backend = triton.compiler.make_backend(target)
-        options = backend.parse_options({"num_warps": job.num_warps, "num_stages": job.num_stages})
+        launch: dict[str, Any] = {"num_warps": job.num_warps, "num_stages": job.num_stages}
+        if job.num_ctas != 1:
+            launch["num_ctas"] = job.num_ctas
+        if job.maxnreg is not None:
+            launch["maxnreg"] = job.maxnreg
+        options = backend.parse_options(launch)
         src = ASTSource(
             fn=fn,
             signature=dict(job.signature),
-            constexprs=dict(job.constexprs),
+            constexprs={k: triton_value(v) for k, v in job.constexprs},
             attrs={(i,): [["tt.divisibility", 16]] for i in job.divisible},
         )
         compiled = triton.compile(src, target=target, options=options.__dict__)

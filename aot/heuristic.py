@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 from loader.expr import Expr
 
+from .kernel_env import env_at
 from .plan import Config, Instance
 
 ALPHA = 32.0
@@ -36,20 +38,14 @@ ELEMENTS_PER_THREAD = 32
 def _tile(config: Config, grid: tuple[Expr, Expr, Expr]) -> list[int]:
     meta = dict(config.meta)
     names = sorted(set().union(*(g.names for g in grid)) & meta.keys())
-    return [meta[n] for n in names]
+    return [int(meta[n]) for n in names if isinstance(meta[n], int)]  # type: ignore[arg-type]
 
 
-def cost(
-    config: Config,
-    grid: tuple[Expr, Expr, Expr],
-    fixed: Mapping[str, int],
-    sizes: Mapping[str, int],
-    sms: int,
-) -> float:
-    env = {**fixed, **config.values(), **sizes, "NUM_SMS": sms}
+def cost(config: Config, grid: tuple[Expr, Expr, Expr], env: Mapping[str, Any], sms: int) -> float:
+    """The estimated cost of ``config`` with every value of the bucket in ``env``."""
     programs = 1
     for g in grid:
-        programs *= max(g.evaluate(env), 0)
+        programs *= max(int(g.evaluate(env)), 0)
     dims = _tile(config, grid)
     work = math.prod(dims) if dims else 1
     reuse = 1.0 + ALPHA * sum(1.0 / d for d in dims if d > 0)
@@ -57,9 +53,10 @@ def cost(
 
 
 def rank(inst: Instance, bucket: tuple[int, ...]) -> list[Config]:
-    """The instance's candidate configs, best first, for one bucket."""
+    """The configs the bucket may choose from, best first."""
     kr = inst.kernel
-    sizes = {**kr.sizes, **dict(zip(kr.buckets, bucket, strict=True))}
+    point = dict(zip(kr.buckets, bucket, strict=True))
+    sms = inst.target.sms
 
     def key(c: Config) -> tuple[float, float, int, Config]:
         values = c.values()
@@ -67,11 +64,7 @@ def rank(inst: Instance, bucket: tuple[int, ...]) -> list[Config]:
         per_thread = math.prod(dims) / (c.num_warps * 32)
         occupancy = abs(math.log2(per_thread / ELEMENTS_PER_THREAD)) if dims else 0.0
         off_default = sum(1 for k, v in kr.default.items() if values.get(k) != v)
-        return (
-            round(cost(c, kr.grid, kr.fixed, sizes, inst.target.sms), 6),
-            occupancy,
-            off_default,
-            c,
-        )
+        env = env_at(kr, point, c, {"NUM_SMS": sms})
+        return (round(cost(c, kr.grid, env, sms), 6), occupancy, off_default, c)
 
-    return sorted(inst.configs, key=key)
+    return sorted(inst.candidates(bucket), key=key)

@@ -13,12 +13,16 @@ from loader.format import encode
 from . import __version__
 from .compile import Compiled
 from .plan import Config, Plan, Variant
+from .plan_checks import call_dependent
 from .recipe import KernelRecipe
 from .select import Selection
 
 
-def variant_id(config_id: str, spec_label: str) -> str:
-    return f"{config_id}-{hashlib.sha256(spec_label.encode()).hexdigest()[:6]}"
+def variant_id(config_id: str, spec_label: str, derived: tuple[tuple[str, Any], ...] = ()) -> str:
+    """The config's id, and a hash of what else tells its variants apart: the
+    specialization, and the derived values (only where there are any)."""
+    what = spec_label + "".join(f" {n}={x!r}" for n, x in derived)
+    return f"{config_id}-{hashlib.sha256(what.encode()).hexdigest()[:6]}"
 
 
 def entry_name(cubin: bytes) -> str:
@@ -28,14 +32,14 @@ def entry_name(cubin: bytes) -> str:
 def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.Variant:
     """The manifest's description of one compiled variant: all a launch needs."""
     return mf.Variant(
-        id=variant_id(config.id, c.variant.spec.label),
+        id=variant_id(config.id, c.variant.spec.label, c.variant.derived),
         entry=entry_name(c.cubin),
         function=c.function,
         num_warps=config.num_warps,
         num_stages=config.num_stages,
         shared=c.shared,
         regs=c.regs,
-        meta={**kr.fixed, **dict(config.meta)},
+        meta={**kr.fixed, **dict(config.meta), **dict(c.variant.derived)},
         assume=dict(c.variant.spec.assume),
         abi=c.abi,
     )
@@ -50,6 +54,10 @@ def kernel_record(kr: KernelRecipe, instances: tuple[mf.Instance, ...]) -> mf.Ke
         bucket_keys=tuple(kr.buckets),
         buckets=tuple(kr.buckets.values()),
         instances=instances,
+        call=tuple(mf.CallValue(c.name, c.arg, c.dim) for c in kr.call.values()),
+        derived=tuple(mf.Derived(n, e.text) for n, e in kr.derived.items()),
+        checks=tuple(c.text for c in kr.constraints if call_dependent(kr, c)),
+        optional=tuple(sorted(kr.optional + kr.always_none)),
     )
 
 

@@ -1,54 +1,40 @@
-"""Plan: expand kernel × target × dtypes × config × specialization, pruning what cannot fit.
+"""Plan: expand kernel × target × binding × config × derived values × specialization,
+pruning what cannot fit.
 
 No compiling happens here; ``aotc plan`` prints the matrix this stage produces. Before
 anything is expanded the matrix's size is checked against the recipe's cap
-(``[bundle].max_plan_size``). Everything the build will evaluate per bucket is evaluated
-here first, at every bucket's upper bound: the grid for each config (a config whose grid
-exceeds CUDA's launch limits at some bucket is pruned, with the reason; one that divides
-by zero is an error in the recipe) and ``tune.flops``/``tune.bytes``.
+(``[bundle].max_plan_size``); the checks of what the build evaluates per bucket live in
+plan_checks.py. A binding fixes the dtype variables and which optional pointers are
+passed as None; the derived values (``@triton.heuristics`` rules, ``derived``) a config
+takes across the buckets each get their own variants (kernel_env.py).
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
-import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 
-from loader.expr import Expr, ExprError, compile_function
-
+from .config import Config, Constexpr
 from .errors import RecipeError
+from .kernel_env import Combo, combos
+from .plan_checks import (
+    MAX_GRID,
+    allowed_by_bucket,
+    check_per_bucket,
+    check_size,
+    plan_size,
+    prune_static,
+)
 from .recipe import KernelRecipe, Recipe
 from .source import KernelSource, resolve
 from .targets import GPU
 
-# CUDA's limits on a launch's grid (x, y, z): the loader refuses a call past them.
-MAX_GRID = (2**31 - 1, 65535, 65535)
+NONE = "none"  # a binding's value for an optional pointer passed as None
+GIVEN = "given"  # ... and for one passed a tensor
 
-
-@dataclass(frozen=True, order=True)
-class Config:
-    """Values for the searched meta-parameters plus the launch options."""
-
-    meta: tuple[tuple[str, int], ...]
-    num_warps: int
-    num_stages: int
-
-    @cached_property
-    def id(self) -> str:
-        text = json.dumps([list(self.meta), self.num_warps, self.num_stages])
-        return hashlib.sha256(text.encode()).hexdigest()[:12]
-
-    def values(self) -> dict[str, int]:
-        return {**dict(self.meta), "num_warps": self.num_warps, "num_stages": self.num_stages}
-
-    @property
-    def label(self) -> str:
-        parts = [f"{k}={v}" for k, v in self.meta]
-        return " ".join([*parts, f"warps={self.num_warps}", f"stages={self.num_stages}"])
+__all__ = ["GENERIC", "MAX_GRID", "NONE", "Config", "Instance", "Plan", "Spec", "Variant",
+           "make_plan", "plan_size"]  # fmt: skip
 
 
 @dataclass(frozen=True, order=True)
@@ -74,19 +60,27 @@ class Variant:
     kernel: str
     target: str
     arch: str
-    dtypes: tuple[tuple[str, str], ...]
+    dtypes: tuple[tuple[str, str], ...]  # the binding: dtype variables, optional pointers
     config: Config
     spec: Spec
+    derived: Combo = ()
 
     @property
     def label(self) -> str:
         dt = ",".join(f"{k}={v}" for k, v in self.dtypes)
-        return f"{self.kernel}[{dt}] {self.target} {self.config.label} ({self.spec.label})"
+        extra = "".join(f" {n}={x}" for n, x in self.derived)
+        return (f"{self.kernel}[{dt}] {self.target} {self.config.label}{extra} "
+                f"({self.spec.label})")  # fmt: skip
+
+    @property
+    def nones(self) -> tuple[str, ...]:
+        return tuple(p for p, t in self.dtypes if t == NONE)
 
 
 @dataclass(frozen=True)
 class Instance:
-    """A kernel for one target and one binding of its dtype variables."""
+    """A kernel for one target and one binding of its dtype variables (and of its
+    optional pointers to None or a tensor)."""
 
     kernel: KernelRecipe
     target: GPU
@@ -94,6 +88,14 @@ class Instance:
     configs: tuple[Config, ...]  # candidates that fit the target
     pruned: tuple[tuple[Config, str], ...]  # candidates that cannot, with the reason
     specs: tuple[Spec, ...]  # most specialized first, generic last
+    # Per bucket, the candidates allowed there (constraints on bucket keys, autotune's
+    # prune_configs_by); a bucket absent from it allows them all.
+    allowed: Mapping[tuple[int, ...], tuple[Config, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    derived: Mapping[Config, tuple[Combo, ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def key(self) -> tuple[str, str, tuple[tuple[str, str], ...]]:
@@ -104,12 +106,16 @@ class Instance:
         """Every bucket, as upper bounds per key, in the row-major order the loader uses."""
         return tuple(itertools.product(*self.kernel.buckets.values()))
 
+    def candidates(self, bucket: tuple[int, ...]) -> tuple[Config, ...]:
+        return self.allowed.get(bucket, self.configs)
+
     def variants(self, configs: tuple[Config, ...] | None = None) -> Iterator[Variant]:
+        """Per config, per combination of derived values, most specialized first."""
         for c in self.configs if configs is None else configs:
-            for s in self.specs:
-                yield Variant(
-                    self.kernel.name, self.target.name, self.target.arch, self.dtypes, c, s
-                )
+            for combo in self.derived.get(c, ((),)):
+                for s in self.specs:
+                    yield Variant(self.kernel.name, self.target.name, self.target.arch,
+                                  self.dtypes, c, s, combo)  # fmt: skip
 
     @property
     def label(self) -> str:
@@ -133,7 +139,7 @@ class Plan:
 
     @property
     def size(self) -> int:
-        return sum(len(i.configs) * len(i.specs) for i in self.instances)
+        return sum(len(list(i.variants())) for i in self.instances)
 
 
 def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
@@ -142,11 +148,11 @@ def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
     sources = {kr.name: resolve(recipe, kr) for kr in recipe.kernels}
     instances: list[Instance] = []
     for kr in recipe.kernels:
-        _check_per_bucket(recipe, kr)
         specs = (*(Spec(tuple(sorted(s.items()))) for s in kr.specializations), GENERIC)
-        candidates = _configs(kr)
+        candidates = configs_of(kr)
+        check_per_bucket(recipe, kr, candidates)
         for target in recipe.targets:
-            fit, pruned = _prune(recipe, kr, target, candidates)
+            fit, pruned = prune_static(recipe, kr, target, candidates)
             if not fit:
                 reasons = sorted({r for _, r in pruned})
                 raise RecipeError(
@@ -154,187 +160,38 @@ def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
                     f"{kr.where}.space",
                     f"no candidate fits {target.name}: {'; '.join(reasons[:3])}",
                 )
-            for binding in _bindings(kr):
-                instances.append(Instance(kr, target, binding, fit, pruned, specs))
+            allowed = allowed_by_bucket(recipe, kr, target, fit)
+            derived = {c: combos(kr, c) for c in fit} if kr.derived else {}
+            for binding in bindings(kr):
+                instances.append(
+                    Instance(kr, target, binding, fit, pruned, specs, allowed, derived)
+                )
     return Plan(recipe, sources, tuple(instances))
 
 
-def _bindings(kr: KernelRecipe) -> list[tuple[tuple[str, str], ...]]:
+def bindings(kr: KernelRecipe) -> list[tuple[tuple[str, str], ...]]:
+    """Every binding of the dtype variables, then of the optional pointers (sorted by
+    name; a kernel with neither has the one empty binding)."""
     names = sorted(kr.dtypes)
+    pointers = sorted(kr.optional + kr.always_none)
+    choices = [kr.dtypes[n] for n in names]
+    choices += [(NONE,) if p in kr.always_none else (GIVEN, NONE) for p in pointers]
     return [
-        tuple(zip(names, combo, strict=True))
-        for combo in itertools.product(*(kr.dtypes[n] for n in names))
+        tuple(zip(names + pointers, combo, strict=True)) for combo in itertools.product(*choices)
     ]
 
 
-def _configs(kr: KernelRecipe) -> list[Config]:
+def configs_of(kr: KernelRecipe) -> list[Config]:
+    """The candidates: autotune's configs, or the product of the searched values."""
+    if kr.configs:
+        return list(kr.configs)
     searched = [k for k in kr.space if k not in ("num_warps", "num_stages")]
     out = []
     for combo in itertools.product(*(kr.space[k] for k in searched)):
         for w in kr.space["num_warps"]:
             for s in kr.space["num_stages"]:
-                out.append(Config(tuple(sorted(zip(searched, combo, strict=True))), w, s))
+                meta: tuple[tuple[str, Constexpr], ...] = tuple(
+                    sorted(zip(searched, combo, strict=True))
+                )
+                out.append(Config(meta, int(w), int(s)))  # type: ignore[arg-type]
     return out
-
-
-def _prune(
-    recipe: Recipe, kr: KernelRecipe, target: GPU, candidates: list[Config]
-) -> tuple[tuple[Config, ...], tuple[tuple[Config, str], ...]]:
-    fit: list[Config] = []
-    pruned: list[tuple[Config, str]] = []
-    for c in candidates:
-        threads = c.num_warps * 32
-        if threads > target.max_threads_per_block:
-            pruned.append((c, f"{threads} threads > {target.max_threads_per_block} per block"))
-            continue
-        env = {**kr.fixed, **c.values(), **kr.sizes, **target.properties()}
-        failed = None
-        for i, cons in enumerate(kr.constraints):
-            try:
-                ok = cons.evaluate(env)
-            except (ExprError, ZeroDivisionError) as exc:
-                raise RecipeError(
-                    recipe.path, f"{kr.where}.constraints[{i}]", f"cannot evaluate: {exc}"
-                ) from None
-            if not ok:
-                failed = f"constraint {cons.text!r} fails on {target.name}"
-                break
-        if failed:
-            pruned.append((c, failed))
-        else:
-            fit.append(c)
-    return _prune_grid(recipe, kr, target, fit, pruned)
-
-
-# --- the cap on the matrix ----------------------------------------------------------------
-
-
-def plan_size(recipe: Recipe) -> dict[str, tuple[int, str]]:
-    """Per kernel (and model): how many (bucket, variant) pairs the build may consider,
-    with the factors, counted from the recipe's lists without expanding anything. Ranking
-    and tuning visit each bucket with each config, so this is what planning costs."""
-    targets = len(recipe.targets)
-    out: dict[str, tuple[int, str]] = {}
-    for kr in recipe.kernels:
-        factors = {
-            "buckets": math.prod(len(b) for b in kr.buckets.values()),
-            "configs": math.prod(len(v) for v in kr.space.values()),
-            "specializations": len(kr.specializations) + 1,  # and the generic variant
-            "dtype bindings": math.prod(len(t) for t in kr.dtypes.values()),
-            "targets": targets,
-        }
-        out[kr.where] = _product(factors)
-    if recipe.model is not None:
-        mr = recipe.model
-        factors = {"buckets": math.prod(len(b) for b in mr.buckets), "modes": len(mr.modes),
-                   "targets": targets}  # fmt: skip
-        out["[model]"] = _product(factors)
-    return out
-
-
-def _product(factors: Mapping[str, int]) -> tuple[int, str]:
-    return math.prod(factors.values()), " × ".join(f"{n:,} {what}" for what, n in factors.items())
-
-
-def check_size(recipe: Recipe, limit: int) -> None:
-    sizes = plan_size(recipe)
-    total = sum(n for n, _ in sizes.values())
-    if total <= limit:
-        return
-    where, (n, factors) = max(sizes.items(), key=lambda item: item[1][0])
-    raise RecipeError(
-        recipe.path,
-        where,
-        f"{n:,} = {factors}: the build matrix would hold {total:,} (bucket, variant) pairs, "
-        f"over the cap of {limit:,} that keeps planning from running for hours. Use fewer "
-        "buckets, a smaller space or fewer specializations, or raise the cap with "
-        f"max_plan_size = {total} under [bundle]",
-    )
-
-
-# --- evaluating at every bucket -----------------------------------------------------------
-
-
-def _points(kr: KernelRecipe, names: frozenset[str]) -> list[dict[str, int]]:
-    """Every bucket's upper bounds, over only the bucket keys in ``names`` (the others do
-    not change the value), each with the recipe's sizes."""
-    keys = [k for k in kr.buckets if k in names]
-    return [
-        {**kr.sizes, **dict(zip(keys, combo, strict=True))}
-        for combo in itertools.product(*(kr.buckets[k] for k in keys))
-    ]
-
-
-def _at(point: Mapping[str, int], kr: KernelRecipe) -> str:
-    shown = [f"{k}={point[k]}" for k in kr.buckets if k in point]
-    return ", ".join(shown) if shown else "the only bucket"
-
-
-def _evaluator(exprs: tuple[Expr, ...]) -> tuple[list[str], Callable[..., tuple[int, ...]]]:
-    names = sorted(set().union(*(e.names for e in exprs)))
-    return names, compile_function(exprs, names)
-
-
-def _check_per_bucket(recipe: Recipe, kr: KernelRecipe) -> None:
-    """``tune.flops`` and ``tune.bytes`` at every bucket, as the tuner's report will
-    evaluate them (with ``fixed``, ``sizes`` and the bucket)."""
-    for what in ("flops", "bytes"):
-        e: Expr | None = getattr(kr.tune, what)
-        if e is None:
-            continue
-        names, fn = _evaluator((e,))
-        for point in _points(kr, e.names):
-            env = {**kr.fixed, **point}
-            try:
-                fn(*(env[n] for n in names))
-            except ZeroDivisionError:
-                raise RecipeError(
-                    recipe.path,
-                    f"{kr.where}.tune.{what}",
-                    f"{e.text!r} divides by zero at {_at(point, kr)}; make every divisor "
-                    "positive at every bucket (e.g. max(x, 1))",
-                ) from None
-
-
-def _prune_grid(
-    recipe: Recipe,
-    kr: KernelRecipe,
-    target: GPU,
-    fit: list[Config],
-    pruned: list[tuple[Config, str]],
-) -> tuple[tuple[Config, ...], tuple[tuple[Config, str], ...]]:
-    """Prune the configs whose grid exceeds CUDA's launch limits at some bucket: such a
-    config could not serve every bucket its instance stands for."""
-    names, fn = _evaluator(kr.grid)
-    points = _points(kr, frozenset(names))
-    kept: list[Config] = []
-    for c in fit:
-        base = {**kr.fixed, **c.values(), "NUM_SMS": target.sms}
-        why = None
-        for point in points:
-            env = {**base, **point}
-            try:
-                grid = fn(*(env[n] for n in names))
-            except ZeroDivisionError:
-                raise RecipeError(
-                    recipe.path,
-                    f"{kr.where}.grid",
-                    f"divides by zero at {_at(point, kr)} with {c.label} on {target.name}; "
-                    "make every divisor positive at every bucket and config (e.g. max(x, 1))",
-                ) from None
-            why = _over_limit(grid, _at(point, kr), target)
-            if why:
-                break
-        if why:
-            pruned.append((c, why))
-        else:
-            kept.append(c)
-    return tuple(kept), tuple(pruned)
-
-
-def _over_limit(grid: tuple[int, ...], at: str, target: GPU) -> str | None:
-    for axis, value, limit in zip("xyz", grid, MAX_GRID, strict=True):
-        if value > limit:
-            return (f"grid {axis} exceeds CUDA's limit of {limit:,} at {at} on {target.name} "
-                    f"({axis} = {value:,})")  # fmt: skip
-    return None

@@ -49,20 +49,30 @@ class Selection:
     choices: Mapping[InstanceKey, tuple[BucketChoice, ...]]
 
 
-def generic_variant(inst: Instance, config: Config) -> Variant:
-    return next(v for v in inst.variants((config,)) if v.spec == GENERIC)
+def generic_variants(inst: Instance, config: Config) -> list[Variant]:
+    """The config's variants that assume nothing of the arguments (one per combination
+    of derived values): a config serves a bucket only if all of them compiled and fit."""
+    return [v for v in inst.variants((config,)) if v.spec == GENERIC]
+
+
+def _verdict(generic: list[Variant], compiled: Mapping[Variant, Compiled]) -> Compiled | None:
+    """The failure among ``generic`` (or one success), or None while some is unknown."""
+    results = [compiled.get(v) for v in generic]
+    if any(r is None for r in results):
+        return None
+    return next((r for r in results if r is not None and not r.ok), results[0])
 
 
 def wanted_variants(
     plan: Plan, chooser: Chooser, compiled: Mapping[Variant, Compiled]
 ) -> list[tuple[Instance, Variant]]:
     """Variants still to compile before every bucket has its best viable config: for each
-    bucket, the first preferred config whose generic variant is not yet known to fail."""
+    bucket, the first preferred config whose generic variants are not yet known to fail."""
     want: dict[Variant, Instance] = {}
     for inst in plan.instances:
         for bucket in inst.buckets:
             for pick in chooser(inst, bucket):
-                result = compiled.get(generic_variant(inst, pick.config))
+                result = _verdict(generic_variants(inst, pick.config), compiled)
                 if result is None:
                     for v in inst.variants((pick.config,)):
                         if v not in compiled:
@@ -74,14 +84,14 @@ def wanted_variants(
 
 
 def select(plan: Plan, chooser: Chooser, compiled: Mapping[Variant, Compiled]) -> Selection:
-    """Per bucket, the first preferred config whose generic variant compiled and fits."""
+    """Per bucket, the first preferred config whose generic variants compiled and fit."""
     choices: dict[InstanceKey, tuple[BucketChoice, ...]] = {}
     for inst in plan.instances:
         row: list[BucketChoice] = []
         for bucket in inst.buckets:
             picks = chooser(inst, bucket)
             for pick in picks:
-                g = compiled.get(generic_variant(inst, pick.config))
+                g = _verdict(generic_variants(inst, pick.config), compiled)
                 if g is not None and g.ok:
                     ok = tuple(
                         compiled[v]
@@ -91,13 +101,8 @@ def select(plan: Plan, chooser: Chooser, compiled: Mapping[Variant, Compiled]) -
                     row.append(BucketChoice(bucket, pick.config, ok, pick.how, pick.metrics))
                     break
             else:
-                reasons = sorted(
-                    {
-                        compiled[generic_variant(inst, p.config)].reason
-                        for p in picks
-                        if generic_variant(inst, p.config) in compiled
-                    }
-                )
+                verdicts = [_verdict(generic_variants(inst, p.config), compiled) for p in picks]
+                reasons = sorted({r.reason for r in verdicts if r is not None})
                 raise BuildError(
                     f"{inst.label}, bucket {dict(zip(inst.kernel.buckets, bucket, strict=True))}: "
                     f"no candidate config compiled and fits. Reasons: "

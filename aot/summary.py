@@ -6,8 +6,8 @@ from collections import defaultdict
 
 from .build import cached_ranker
 from .inspect import model_buckets
-from .plan import Instance, Plan, plan_size
-from .recipe import ModelRecipe
+from .plan import Instance, Plan, configs_of, plan_size
+from .recipe import KernelRecipe, ModelRecipe
 from .select import heuristic_chooser, wanted_variants
 from .targets import label
 
@@ -22,39 +22,8 @@ def describe_plan(plan: Plan) -> str:
     by_kernel: dict[str, list[Instance]] = defaultdict(list)
     for inst in plan.instances:
         by_kernel[inst.kernel.name].append(inst)
-    for name, insts in by_kernel.items():
-        kr = insts[0].kernel
-        n_buckets = len(insts[0].buckets)
-        space = 1
-        for values in kr.space.values():
-            space *= len(values)
-        out.append(f"kernel {name} ({kr.source_text})")
-        if kr.dtypes:
-            out.append("  dtypes: " + ", ".join(f"{k} ∈ {list(v)}" for k, v in kr.dtypes.items()))
-        keys = ", ".join(f"{k}: {list(v)}" for k, v in kr.buckets.items()) or "none"
-        out.append(f"  buckets ({n_buckets}): {keys}")
-        out.append(f"  search space: {space} configs")
-        seen_targets: set[str] = set()
-        for inst in insts:
-            if inst.target.name in seen_targets:
-                continue
-            seen_targets.add(inst.target.name)
-            reasons: dict[str, int] = defaultdict(int)
-            for _, why in inst.pruned:
-                reasons[why.split(" on ")[0]] += 1
-            detail = "; ".join(f"{n}× {w}" for w, n in sorted(reasons.items()))
-            out.append(
-                f"  {inst.target.name}: {len(inst.configs)} fit, {len(inst.pruned)} pruned"
-                + (f" ({detail})" if detail else "")
-            )
-        specs = insts[0].specs
-        out.append(f"  specializations: {' | '.join(s.label for s in specs)}")
-        total = sum(len(i.configs) * len(i.specs) for i in insts)
-        out.append(
-            f"  variants: {total} = Σ over {len(insts)} (target, dtypes) of configs × "
-            f"{len(specs)} specializations"
-        )
-        out.append("")
+    for insts in by_kernel.values():
+        out += describe_kernel(insts)
     if r.model is not None:
         out += _describe_model(r.model, [t.name for t in r.targets])
     cap = (f"plan size: {sum(n for n, _ in plan_size(r).values()):,} (bucket, variant) pairs, "
@@ -69,6 +38,66 @@ def describe_plan(plan: Plan) -> str:
     )
     out.append(cap)
     return "\n".join(out)
+
+
+def describe_kernel(insts: list[Instance]) -> list[str]:
+    """One kernel's part of the matrix: what the recipe and the kernel's own decorators
+    gave (inferred types, autotune's configs, heuristics as derived values), then per
+    target what fits, and the variants."""
+    kr = insts[0].kernel
+    layers = " ".join(f"@triton.{x}" for x in _layers(kr))
+    out = [f"kernel {kr.name} ({kr.source_text}{', ' + layers if layers else ''})"]
+    inferred = set(kr.inferred)
+    sig = ", ".join(f"{p}: {t}{'*' if p in inferred else ''}" for p, t in kr.signature.items())
+    note = " (* inferred from inputs)" if inferred else ""
+    out.append(f"  signature: {sig}{note}")
+    if kr.dtypes:
+        out.append("  dtypes: " + ", ".join(f"{k} ∈ {list(v)}" for k, v in kr.dtypes.items()))
+    if kr.optional or kr.always_none:
+        out.append("  optional pointers (built as passed and as None): "
+                   + ", ".join(kr.optional) + "".join(f", {p} (always None)"
+                                                      for p in kr.always_none))  # fmt: skip
+    if kr.call:
+        out.append("  call values: " + ", ".join(f"{n} = {c.text}" for n, c in kr.call.items()))
+    keys = ", ".join(f"{k}: {list(v)}{' (listed size)' if k in kr.listed else ''}"
+                     for k, v in kr.buckets.items()) or "none"  # fmt: skip
+    out.append(f"  buckets ({len(insts[0].buckets)}): {keys}")
+    where = "@triton.autotune's configs" if kr.configs else "the product of space"
+    out.append(f"  search space: {len(configs_of(kr))} configs ({where})")
+    for name, e in kr.derived.items():
+        how = "@triton.heuristics" if name in kr.heuristics else "derived"
+        out.append(f"  per call: {name} = {e.text} ({how})")
+    seen: set[str] = set()
+    for inst in insts:
+        if inst.target.name not in seen:
+            seen.add(inst.target.name)
+            out.append(_fit_line(inst))
+    specs = insts[0].specs
+    out.append(f"  specializations: {' | '.join(s.label for s in specs)}")
+    total = sum(len(list(i.variants())) for i in insts)
+    extra = " × derived values" if kr.derived else ""
+    out.append(f"  variants: {total} = Σ over {len(insts)} (target, binding) of configs{extra} × "
+               f"{len(specs)} specializations")  # fmt: skip
+    out.append("")
+    return out
+
+
+def _layers(kr: KernelRecipe) -> list[str]:
+    layers = ["autotune"] if kr.autotune is not None else []
+    return layers + (["heuristics"] if kr.heuristics else [])
+
+
+def _fit_line(inst: Instance) -> str:
+    reasons: dict[str, int] = defaultdict(int)
+    for _, why in inst.pruned:
+        reasons[why.split(" on ")[0]] += 1
+    detail = "; ".join(f"{n}× {w}" for w, n in sorted(reasons.items()))
+    line = f"  {inst.target.name}: {len(inst.configs)} fit, {len(inst.pruned)} pruned"
+    line += f" ({detail})" if detail else ""
+    if inst.allowed:
+        line += (f"; {len(inst.allowed)} buckets allow fewer (constraints on sizes, "
+                 "prune_configs_by)")  # fmt: skip
+    return line
 
 
 def _describe_model(mr: ModelRecipe, targets: list[str]) -> list[str]:

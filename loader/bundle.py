@@ -24,13 +24,14 @@ from typing import Any, Protocol
 from . import args as _args
 from . import cubin as _cubin
 from . import driver as _driver
-from .dispatch import assumption_checks, choose_target, flat_bucket, holds, order_variants
+from .dispatch import assumption_checks, choose_target, flat_bucket, order_variants
 from .errors import ArgumentError, BundleError, CudaError, NoTargetError
 from .expr import compile_function, parse
-from .fastcall import PACK_ERRORS, FastPath, ParamBuffer, assumption_test, choice_table
+from .fastcall import PACK_ERRORS, FastPath, ParamBuffer, choice_table
 from .format import BundleFile
-from .manifest import KernelSpec, Manifest, ManifestError, Param, Target, Variant
+from .manifest import GIVEN, NONE, KernelSpec, Manifest, ManifestError, Param, Target, Variant
 from .pipeline import Pipeline
+from .validity import CallValues, explain, variant_test
 
 CUDA_ERROR_INVALID_CONTEXT = _driver.CUDA_ERROR_INVALID_CONTEXT
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -218,11 +219,12 @@ class Launcher:
         self.source = source
         self.kernel = spec.name
         self.grid_text = ", ".join(spec.grid)
-        self.checks = assumption_checks(variant, param_index)
-        self.fits = assumption_test(self.checks)
+        device = {"NUM_SMS": source.device.sms, "SMEM": source.device.max_shared}
+        # Whether this variant may serve a call at its values (None: at every call).
+        self.fits = variant_test(spec, variant, assumption_checks(variant, param_index), device)
         self.block = variant.num_warps * 32
         self.shared = variant.shared
-        names = [p.name for p in spec.params]
+        names = [p.name for p in spec.params] + [c.name for c in spec.call]
         consts = {**variant.meta, "NUM_SMS": source.device.sms}
         self.grid: Callable[..., tuple[int, ...]] = compile_function(
             [parse(g) for g in spec.grid], names, consts
@@ -319,12 +321,13 @@ class Launcher:
 
 
 class _Instance:
-    """A kernel's launchers for one dtype binding on one target."""
+    """A kernel's launchers for one binding (dtypes, optional pointers) on one target."""
 
     def __init__(
         self, source: EntrySource, spec: KernelSpec, inst: Any, param_index: dict[str, int]
     ):
         self.dtypes: Mapping[str, str] = inst.dtypes
+        self.variants: list[Variant] = list(inst.variants.values())
         launchers = {
             vid: Launcher(source, spec, v, param_index) for vid, v in inst.variants.items()
         }
@@ -335,10 +338,18 @@ class _Instance:
         ]
         self.hows = [c.how for c in inst.choices]
         self.fast_choices = choice_table(self.choices)
+        # Where a call's own bucket has no variant valid for it: every variant, in bucket
+        # order, most specialized first within each (a valid one runs it, perhaps slower).
+        seen: dict[str, Launcher] = {}
+        for bucket in self.choices:
+            for launcher in bucket:
+                seen.setdefault(launcher.variant.id, launcher)
+        self.fallback = list(seen.values())
 
 
 class Kernel:
-    """A callable kernel: ``kernel(*args, stream=None)`` picks bucket and variant, launches."""
+    """A callable kernel: ``kernel(*args, stream=None, **call_values)`` picks the bucket
+    and a variant valid for the call, and launches it."""
 
     def __init__(self, source: EntrySource, spec: KernelSpec, target: str):
         self.source = source
@@ -346,14 +357,17 @@ class Kernel:
         self.spec = spec
         self.name = spec.name
         self.params: tuple[Param, ...] = spec.params
-        index = {p.name: i for i, p in enumerate(spec.params)}
+        self._call = CallValues(spec)
+        index = {n: i for i, n in enumerate(self._call.all_names)}
         self._key_positions = tuple(index[k] for k in spec.bucket_keys)
         self._buckets = spec.buckets
         self._instances: dict[tuple[str, ...], _Instance] = {}
         self._vars = tuple(sorted(spec.dtype_vars))
+        self._optional = tuple(sorted(spec.optional))
+        self._binding = self._vars + self._optional
         for inst in spec.instances:
             if inst.target == target:
-                key = tuple(inst.dtypes[v] for v in self._vars)
+                key = tuple(inst.dtypes[v] for v in self._binding)
                 self._instances[key] = _Instance(source, spec, inst, index)
         if not self._instances:
             raise NoTargetError(
@@ -366,13 +380,18 @@ class Kernel:
         }
         self._stream = _args.CurrentStream(source.device.ordinal)
         grid_names = set().union(*(parse(g).names for g in spec.grid))
-        self._fast = FastPath(spec.params, self._key_positions, spec.buckets, grid_names)
+        self._fast = FastPath(spec.params, self._key_positions, spec.buckets, grid_names,
+                              optional=spec.optional, call=spec.call)  # fmt: skip
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)
         return f"<aotc kernel {self.name}({sig}) on {self.target}>"
 
-    def convert(self, args: Sequence[Any]) -> tuple[list[Any], dict[int, str]]:
+    def convert(
+        self, args: Sequence[Any], call: Mapping[str, Any] | None = None
+    ) -> tuple[list[Any], dict[int, str]]:
+        """The call's values (the arguments converted, then its call values), and the
+        element type of each typed pointer (``NONE`` for an optional one passed None)."""
         if len(args) != len(self.params):
             raise ArgumentError(
                 f"{self.name}() takes {len(self.params)} arguments "
@@ -381,13 +400,17 @@ class Kernel:
         values: list[Any] = []
         dtypes: dict[int, str] = {}
         for i, (p, a) in enumerate(zip(self.params, args, strict=True)):
-            if p.type[0] == "*":
+            if p.type[0] != "*":
+                values.append(_args.scalar(a, p.type, p.name))
+            elif a is None and p.name in self._optional:
+                values.append(0)  # compiled in as None: never passed
+                dtypes[i] = NONE
+            else:
                 addr, dt = _args.pointer(a, p.name)
                 values.append(addr)
                 if dt is not None:
                     dtypes[i] = dt
-            else:
-                values.append(_args.scalar(a, p.type, p.name))
+        self._call.extend(values, args, call or {})
         return values, dtypes
 
     def _instance(self, dtypes: dict[int, str], given: Mapping[str, str] | None) -> _Instance:
@@ -395,9 +418,13 @@ class Kernel:
         for var in self._vars:
             if var not in binding:
                 seen = [dtypes[i] for i in self._var_params[var] if i in dtypes]
+                seen = [t for t in seen if t != NONE]
                 if seen:
                     binding[var] = seen[0]
-        if len(self._instances) == 1 and len(binding) < len(self._vars):
+        for name in self._optional:
+            i = next(j for j, p in enumerate(self.params) if p.name == name)
+            binding[name] = NONE if dtypes.get(i) == NONE else GIVEN
+        if len(self._instances) == 1 and len(binding) < len(self._binding):
             inst = next(iter(self._instances.values()))
         else:
             missing = [v for v in self._vars if v not in binding]
@@ -406,10 +433,10 @@ class Kernel:
                     f"{self.name}(): cannot tell the element type {', '.join(missing)} from raw "
                     f"pointers; pass tensors or dtypes={{'{missing[0]}': ...}}"
                 )
-            found = self._instances.get(tuple(binding[v] for v in self._vars))
+            found = self._instances.get(tuple(binding[v] for v in self._binding))
             if found is None:
                 have = ", ".join(
-                    str(dict(zip(self._vars, k, strict=True))) for k in self._instances
+                    str(dict(zip(self._binding, k, strict=True))) for k in self._instances
                 )
                 raise ArgumentError(
                     f"{self.name}(): no variant for element types {binding}; the bundle has {have}"
@@ -419,35 +446,77 @@ class Kernel:
         for i, dt in dtypes.items():
             p = self.params[i]
             want = inst.dtypes.get(p.type[1:], p.type[1:])
-            if dt != want:
+            if dt != want and dt != NONE:
                 raise ArgumentError(
                     f"{self.name}(): argument {p.name!r} has element type {dt}, expected {want}"
                 )
         return inst
 
-    def select(self, values: Sequence[Any], inst: _Instance) -> tuple[int, Launcher]:
+    def _bucket(self, values: Sequence[Any]) -> int:
         keys = [values[i] for i in self._key_positions]
-        b = flat_bucket(self._buckets, keys) if keys else 0
+        return flat_bucket(self._buckets, keys) if keys else 0
+
+    def select(self, values: Sequence[Any], inst: _Instance) -> tuple[int, Launcher]:
+        """The bucket, and the first variant valid for the call: of the bucket's choice,
+        else of any bucket; ArgumentError if none is (saying what the bundle holds)."""
+        b = self._bucket(values)
         for launcher in inst.choices[b]:
-            if holds(launcher.checks, values):
+            if launcher.fits is None or launcher.fits(values):
                 return b, launcher
-        # Unreachable for bundles we build (every bucket includes a generic variant), but a
-        # bundle without one must fail clearly rather than launch on broken assumptions.
+        for launcher in inst.fallback:
+            if launcher.fits is None or launcher.fits(values):
+                return b, launcher
+        why = explain(self.spec, inst.variants, values)
         raise ArgumentError(
-            f"{self.name}(): no variant's assumptions hold for these arguments "
-            "(the bundle has no generic fallback for this bucket)"
+            f"{self.name}(): no variant in the bundle was built for this call: {why}. "
+            "Add the value to the recipe's sizes (or buckets) and rebuild"
         )
 
-    def variant_for(self, *args: Any, dtypes: Mapping[str, str] | None = None) -> Variant:
+    def variant_for(
+        self, *args: Any, dtypes: Mapping[str, str] | None = None, **call: Any
+    ) -> Variant:
         """The variant a call with ``args`` would launch (for tests and inspection)."""
-        values, seen = self.convert(args)
+        values, seen = self.convert(args, call)
         return self.select(values, self._instance(seen, dtypes))[1].variant
 
+    def launch_config(
+        self, dtypes: Mapping[str, str] | None = None, **sizes: int
+    ) -> dict[str, Any]:
+        """The constexprs and launch options a call with these sizes would launch, before
+        the call (host code that depends on them, such as padding tokens to BLOCK_SIZE_M,
+        asks first). ``sizes`` gives every bucket key (arguments or call values) by name;
+        a derived constexpr is included when ``sizes`` has every value it reads."""
+        missing = [k for k in self.spec.bucket_keys if k not in sizes]
+        if missing:
+            raise ArgumentError(f"{self.name}.launch_config() needs {', '.join(missing)}=...")
+        keys = [sizes[k] for k in self.spec.bucket_keys]
+        b = flat_bucket(self._buckets, keys) if keys else 0
+        inst = self._only_instance(dtypes)
+        variant = inst.choices[b][-1].variant  # the generic one: same config, fewest assumptions
+        derived = {d.name for d in self.spec.derived}
+        out: dict[str, Any] = {k: v for k, v in variant.meta.items() if k not in derived}
+        for d in self.spec.derived:
+            e = parse(d.expr, predicate=True)
+            if e.names <= set(sizes) | set(out):
+                out[d.name] = e.evaluate({**out, **sizes})
+        return {**out, "num_warps": variant.num_warps, "num_stages": variant.num_stages}
+
+    def _only_instance(self, dtypes: Mapping[str, str] | None) -> _Instance:
+        given = dict(dtypes or {})
+        found = [i for i in self._instances.values()
+                 if all(i.dtypes.get(k) == v for k, v in given.items())]  # fmt: skip
+        if len(found) == 1:
+            return found[0]
+        have = [dict(i.dtypes) for i in self._instances.values()]
+        raise ArgumentError(
+            f"{self.name}.launch_config(): give dtypes= naming one of the bindings {have}"
+        )
+
     def __call__(
-        self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None
+        self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None, **call: Any
     ) -> None:
         if dtypes is None:
-            found = self._fast.lookup(args)
+            found = self._fast.lookup(args, call)
             if found is not None:
                 launcher, values = found
                 try:
@@ -456,13 +525,17 @@ class Kernel:
                     return
                 except _RETRY_CHECKED:
                     pass  # nothing was launched; the checked path says what is wrong
-        self._call_checked(args, stream, dtypes)
+        self._call_checked(args, stream, dtypes, call)
 
     def _call_checked(
-        self, args: Sequence[Any], stream: Any, dtypes: Mapping[str, str] | None
+        self,
+        args: Sequence[Any],
+        stream: Any,
+        dtypes: Mapping[str, str] | None,
+        call: Mapping[str, Any] | None = None,
     ) -> None:
         """The full path: every argument checked and converted, every error explained."""
-        values, seen = self.convert(args)
+        values, seen = self.convert(args, call)
         inst = self._instance(seen, dtypes)
         launcher = self.select(values, inst)[1]
         handle = self._stream() if stream is None else _args.stream_handle(stream)

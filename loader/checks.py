@@ -31,28 +31,65 @@ def _quote(name: str) -> str:
     return '"' + name[:40].replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+# What a check (a recipe's constraint that reads call values) may read of the device.
+CHECK_BUILTINS = ("NUM_SMS", "SMEM")
+
+
 def check_kernel(k: KernelSpec) -> None:
     from .manifest import GRID_BUILTINS, INT_TYPES, check_bounds
 
     types = _params(k)
-    ints = {n for n, t in types.items() if t in INT_TYPES}
-    reads: set[str] = set()
-    for j, g in enumerate(k.grid):
-        try:
-            reads |= parse(g).names
-        except ExprError as exc:
-            raise DecodeError(f"grid[{j}]", str(exc)) from None
+    call = _call_values(k, types)
+    ints = {n for n, t in types.items() if t in INT_TYPES} | call
+    grid_reads = _reads(k.grid, "grid", predicate=False)
     for j, key in enumerate(k.bucket_keys):
         if key not in ints:
-            raise DecodeError(f"bucket_keys[{j}]", f"{key!r} is not an integer parameter")
+            raise DecodeError(f"bucket_keys[{j}]", f"{key!r} is not an integer parameter "
+                              "or call value")  # fmt: skip
     try:
         check_bounds(k.bucket_keys, k.buckets)
     except ValueError as exc:
         raise DecodeError("buckets", str(exc)) from None
+    derived = [d.name for d in k.derived]
+    if len(set(derived)) != len(derived) or set(derived) & ints:
+        raise DecodeError("derived", "names a value twice, or an integer parameter")
+    reads = _reads(tuple(d.expr for d in k.derived), "derived", predicate=True)
+    reads |= _reads(k.checks, "checks", predicate=True) - set(CHECK_BUILTINS)
+    for j, name in enumerate(k.optional):
+        if not types.get(name, "").startswith("*"):
+            raise DecodeError(f"optional[{j}]", f"{name!r} is not a pointer parameter")
     buckets = math.prod(len(b) for b in k.buckets)
-    free = reads - ints - set(GRID_BUILTINS)
+    builtins = set(GRID_BUILTINS)
+    free = {"the grid": grid_reads - ints - builtins,
+            "a derived value or check": reads - ints - builtins - set(derived)}  # fmt: skip
     for i, inst in enumerate(k.instances):
         _instance(k, inst, f"instances[{i}]", types, free, buckets)
+
+
+def _call_values(k: KernelSpec, types: Mapping[str, str]) -> set[str]:
+    names: set[str] = set()
+    for j, c in enumerate(k.call):
+        if (
+            not c.name.isidentifier()
+            or keyword.iskeyword(c.name)
+            or c.name in types
+            or (c.name in names)
+        ):
+            raise DecodeError(f"call[{j}].name", f"{c.name!r} is not a new identifier")
+        if c.arg is not None and not types.get(c.arg, "").startswith("*"):
+            raise DecodeError(f"call[{j}].arg", f"{c.arg!r} is not a pointer parameter")
+        names.add(c.name)
+    return names
+
+
+def _reads(texts: tuple[str, ...], field: str, *, predicate: bool) -> set[str]:
+    reads: set[str] = set()
+    for j, text in enumerate(texts):
+        try:
+            reads |= parse(text, predicate=predicate).names
+        except ExprError as exc:
+            raise DecodeError(f"{field}[{j}]", str(exc)) from None
+    return reads
 
 
 def _params(k: KernelSpec) -> dict[str, str]:
@@ -85,15 +122,19 @@ def _params(k: KernelSpec) -> dict[str, str]:
 
 
 def _instance(
-    k: KernelSpec, inst: Instance, at: str, types: Mapping[str, str], free: set[str], n: int
+    k: KernelSpec,
+    inst: Instance,
+    at: str,
+    types: Mapping[str, str],
+    free: Mapping[str, set[str]],
+    n: int,
 ) -> None:
-    from .manifest import INT_TYPES
+    from .manifest import GIVEN, INT_TYPES, NONE
 
-    if set(inst.dtypes) != set(k.dtype_vars) or any(
-        t not in k.dtype_vars[v] for v, t in inst.dtypes.items()
-    ):
+    options = {**k.dtype_vars, **{p: (GIVEN, NONE) for p in k.optional}}
+    if set(inst.dtypes) != set(options) or any(t not in options[v] for v, t in inst.dtypes.items()):
         raise DecodeError(
-            f"{at}.dtypes", f"must bind each of {sorted(k.dtype_vars)} to one of its types"
+            f"{at}.dtypes", f"must bind each of {sorted(options)} to one of its values"
         )
     if len(inst.choices) != n:
         raise DecodeError(f"{at}.choices", f"has {len(inst.choices)} entries for {n} buckets")
@@ -110,13 +151,21 @@ def _instance(
                 raise DecodeError(
                     f"{where}.assume", f"{name!r} is not a pointer or integer parameter"
                 )
-        unknown = sorted(free - set(v.meta))
-        if unknown:
-            raise DecodeError(
-                f"{where}.meta",
-                f"the grid reads {', '.join(unknown)}: neither an integer parameter nor a "
-                "meta-parameter of this variant",
-            )
+        for what, names in free.items():
+            unknown = sorted(names - set(v.meta))
+            if unknown:
+                raise DecodeError(
+                    f"{where}.meta",
+                    f"{what} reads {', '.join(unknown)}: neither an integer parameter, a call "
+                    "value nor a meta-parameter of this variant",
+                )
+            bad = sorted(n for n in names if not isinstance(v.meta[n], int))
+            if bad:
+                raise DecodeError(f"{where}.meta", f"{what} reads {bad[0]}, which is not an "
+                                  f"integer here ({v.meta[bad[0]]!r})")  # fmt: skip
+        missing = [d.name for d in k.derived if d.name not in v.meta]
+        if missing:
+            raise DecodeError(f"{where}.meta", f"has no value for the derived {missing[0]}")
 
 
 def _literal(text: str) -> bool:

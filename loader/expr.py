@@ -2,8 +2,10 @@
 
 Recipes write grids such as ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``. The text is parsed with
 Python's own parser and then checked node by node against a whitelist: integer literals,
-names, ``+ - * // %``, unary minus, parentheses and calls to ``cdiv``, ``min`` and ``max``
-(plus comparisons and ``and``/``or``/``not`` in predicates). Only a tree that passed the
+names, ``+ - * // %``, unary minus, parentheses and calls to ``cdiv``, ``min``, ``max``
+and ``next_power_of_2`` (plus comparisons, ``and``/``or``/``not``, ``True``/``False`` and
+``a if c else b`` in predicates and in the values derived per call from
+``@triton.heuristics`` rules). Only a tree that passed the
 check is compiled, so no arbitrary text ever reaches ``eval``. Compiled grids are plain
 Python lambdas, which keeps the loader's per-call cost to one function call.
 """
@@ -15,7 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-FUNCTIONS = ("cdiv", "min", "max")
+FUNCTIONS = ("cdiv", "min", "max", "next_power_of_2")
+_ARITY = {"cdiv": 2, "next_power_of_2": 1}  # min and max take two or more
 # Limits on untrusted text (bundles are untrusted): Python's parser and compiler recurse,
 # so a long chain like "1+1+...+1" would otherwise end in a RecursionError.
 MAX_LENGTH = 1000
@@ -44,7 +47,13 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-_GLOBALS: dict[str, Any] = {"__builtins__": {}, "cdiv": _cdiv, "min": min, "max": max}
+def _next_power_of_2(n: int) -> int:
+    """As ``triton.next_power_of_2``: the smallest power of two >= n (0 for n <= 0)."""
+    return 0 if n <= 0 else 1 << (n - 1).bit_length()
+
+
+_GLOBALS: dict[str, Any] = {"__builtins__": {}, "cdiv": _cdiv, "min": min, "max": max,
+                            "next_power_of_2": _next_power_of_2}  # fmt: skip
 _evaluators: dict[tuple[str, tuple[str, ...]], Callable[..., tuple[int, ...]]] = {}
 
 
@@ -56,7 +65,7 @@ class Expr:
     names: frozenset[str]
     tree: ast.expr = field(repr=False, compare=False)
 
-    def evaluate(self, env: Mapping[str, int]) -> int:
+    def evaluate(self, env: Mapping[str, Any]) -> int:
         missing = self.names - env.keys()
         if missing:
             raise ExprError(f"{_show(self.text)}: no value for {', '.join(sorted(missing))}")
@@ -102,7 +111,7 @@ def _bad(text: str, predicate: bool, what: str) -> ExprError:
     return ExprError(
         f"{_show(text)}: {what} is not allowed; use integers, argument and meta-parameter "
         f"names, + - * // % and {', '.join(FUNCTIONS)}()"
-        + (", comparisons, and/or/not" if predicate else "")
+        + (", comparisons, and/or/not, True/False and 'a if c else b'" if predicate else "")
     )
 
 
@@ -110,7 +119,7 @@ def _children(node: ast.AST, text: str, predicate: bool, names: set[str]) -> lis
     """The sub-expressions of an allowed ``node`` (its name recorded); ExprError if it is
     not allowed."""
     if isinstance(node, ast.Constant):
-        if type(node.value) is not int:
+        if type(node.value) is not int and not (predicate and type(node.value) is bool):
             raise _bad(text, predicate, f"the literal {node.value!r}")
         return []
     if isinstance(node, ast.Name):
@@ -136,6 +145,8 @@ def _children(node: ast.AST, text: str, predicate: bool, names: set[str]) -> lis
         return list(node.values)
     if predicate and isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return [node.operand]
+    if predicate and isinstance(node, ast.IfExp):
+        return [node.test, node.body, node.orelse]
     raise _bad(text, predicate, _segment(text, node))
 
 
@@ -150,25 +161,29 @@ def _call_args(node: ast.Call, text: str, predicate: bool) -> list[ast.expr]:
         raise _bad(text, predicate, f"the call {_segment(text, node.func)[1:-1]}()")
     if node.keywords:
         raise _bad(text, predicate, "a keyword argument")
-    want = 2 if node.func.id == "cdiv" else None
-    if (want is not None and len(node.args) != want) or len(node.args) < 2:
+    want = _ARITY.get(node.func.id)
+    if len(node.args) != want if want is not None else len(node.args) < 2:
         takes = want or "at least 2"
         raise ExprError(f"{_show(text)}: {node.func.id}() takes {takes} arguments")
     return list(node.args)
 
 
 class _Bind(ast.NodeTransformer):
-    def __init__(self, consts: Mapping[str, int]):
+    def __init__(self, consts: Mapping[str, Any], text: str):
         self.consts = consts
+        self.text = text
 
     def visit_Name(self, node: ast.Name) -> ast.AST:
         if node.id in self.consts:
-            return ast.copy_location(ast.Constant(int(self.consts[node.id])), node)
+            value = self.consts[node.id]
+            if not isinstance(value, int):  # a string, float or None constexpr
+                raise ExprError(f"{_show(self.text)}: {node.id} is {value!r}, not an integer")
+            return ast.copy_location(ast.Constant(value), node)
         return node
 
 
 def compile_function(
-    exprs: Sequence[Expr], params: Iterable[str], consts: Mapping[str, int] | None = None
+    exprs: Sequence[Expr], params: Iterable[str], consts: Mapping[str, Any] | None = None
 ) -> Callable[..., tuple[int, ...]]:
     """Compile checked expressions into ``f(*params) -> tuple`` with ``consts`` folded in.
 
@@ -182,7 +197,7 @@ def compile_function(
         unknown = e.names - set(params) - consts.keys()
         if unknown:
             raise ExprError(f"{_show(e.text)}: unknown name(s) {', '.join(sorted(unknown))}")
-    bound = [_Bind(consts).visit(ast.parse(e.text, mode="eval").body) for e in exprs]
+    bound = [_Bind(consts, e.text).visit(ast.parse(e.text, mode="eval").body) for e in exprs]
     lam = ast.Lambda(
         args=ast.arguments(
             posonlyargs=[],

@@ -27,14 +27,14 @@ from __future__ import annotations
 import ctypes
 import struct
 from bisect import bisect_left
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .dispatch import flat_bucket
 
 if TYPE_CHECKING:
     from .bundle import Launcher
-    from .manifest import Param
+    from .manifest import CallValue, Param
 
 Values = tuple[Any, ...]
 
@@ -102,19 +102,6 @@ Fits = Callable[[Values], bool]
 ChoiceTable = tuple[tuple[tuple[Fits | None, "Launcher"], ...], ...]
 
 
-def assumption_test(checks: Sequence[tuple[int, int]]) -> Fits | None:
-    """A variant's assumptions ((position, 16 or 1) pairs) as one generated test, or None
-    when it has none. Same answer as ``dispatch.holds`` for int values."""
-    if not checks:
-        return None
-    aligned = [f"values[{pos}]" for pos, kind in checks if kind == 16]
-    terms = [f"values[{pos}] == 1" for pos, kind in checks if kind != 16]
-    if aligned:  # v & 15 is non-zero exactly when v % 16 is, so OR them all and test once
-        terms.insert(0, f"not (({' | '.join(aligned)}) & 15)")
-    fits: Fits = _generate(f"def fits(values):\n    return {' and '.join(terms)}\n", {})["fits"]
-    return fits
-
-
 def choice_table(choices: Sequence[Sequence[Launcher]]) -> ChoiceTable:
     """Per bucket, (assumption test, launcher) pairs, most specialized first."""
     return tuple(tuple((launcher.fits, launcher) for launcher in bucket) for bucket in choices)
@@ -129,11 +116,16 @@ class FastPath:
         bucket_positions: Sequence[int],
         boundaries: Sequence[Sequence[int]],
         grid_names: Collection[str],
+        *,
+        optional: Collection[str] = (),
+        call: Sequence[CallValue] = (),
     ):
+        """``optional``: pointers that may be None; ``call``: the kernel's call values."""
         self._known: dict[tuple[Any, ...], ChoiceTable] = {}
         self._plain = tuple(
             (i, _plain_types(p, grid_names)) for i, p in enumerate(params) if p.type[0] != "*"
         )
+        index = {p.name: i for i, p in enumerate(params)}
         env = {
             "known": self._known,
             "bisect_left": bisect_left,
@@ -142,10 +134,15 @@ class FastPath:
             # every bound in the last bucket, as dispatch.bucket_index does.
             "bounds": tuple(boundaries[0][:-1]) if len(boundaries) == 1 else (),
             "boundaries": boundaries,
+            "names": tuple(c.name for c in call),
+            "known_names": frozenset(c.name for c in call),
+            "nothing": {},
         }
-        functions = _generate(_source(params, bucket_positions), env)
+        shapes = [(index[c.arg], c.dim) if c.arg else None for c in call]
+        source = _source(params, bucket_positions, {index[n] for n in optional}, shapes)
+        functions = _generate(source, env)
         self._signature: Callable[[Sequence[Any]], tuple[Any, ...]] = functions["signature"]
-        self.lookup: Callable[[tuple[Any, ...]], tuple[Launcher, Values] | None]
+        self.lookup: Callable[[tuple[Any, ...], Mapping[str, Any]], tuple[Launcher, Values] | None]
         self.lookup = functions["lookup"]
 
     def learn(self, args: Sequence[Any], choices: ChoiceTable) -> None:
@@ -163,19 +160,34 @@ class FastPath:
             self._known[key] = choices
 
 
-def _source(params: Sequence[Param], bucket_positions: Sequence[int]) -> str:
-    """``signature(args)`` and ``lookup(args)`` for this parameter list, unrolled."""
+def _source(
+    params: Sequence[Param],
+    bucket_positions: Sequence[int],
+    optional: Collection[int] = (),
+    shapes: Sequence[tuple[int, int] | None] = (),
+) -> str:
+    """``signature(args)`` and ``lookup(args, call)`` for this parameter list, unrolled.
+    ``optional``: pointer positions that may be None; ``shapes``: per call value, the
+    (argument, dimension) of the shape it defaults to, or None (keyword only)."""
     names = [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.type[0] == "*"]
     # The signature: (dtype, is_cuda) of a tensor, the type of a scalar. Folding is_cuda in
     # means a CPU tensor's signature is never an accepted one.
-    key = _tuple([f"{a}.dtype, {a}.is_cuda" if i in pointers else f"type({a})"
-                  for i, a in enumerate(names)])  # fmt: skip
-    values = _tuple([f"{a}.data_ptr()" if i in pointers else a for i, a in enumerate(names)])
+    key = _tuple([_key(a, i in pointers, i in optional) for i, a in enumerate(names)])
+    values = _tuple([_value(a, i in pointers, i in optional) for i, a in enumerate(names)])
+    # Call values follow the arguments: by keyword, else a dimension of an argument's shape.
+    extra = [
+        f"call[names[{j}]]" if at is None else
+        f"call[names[{j}]] if names[{j}] in call else a{at[0]}.shape[{at[1]}]"
+        for j, at in enumerate(shapes)
+    ]  # fmt: skip
+    call_values = f"\n        values += {_tuple(extra)}" if extra else ""
     # struct packs i1/u1 as bytes, so their 0..1 range needs a test of its own.
-    refuse = [f"not values[{i}]" for i in pointers] + [
+    refuse = [f"not values[{i}]" for i in pointers if i not in optional] + [
         f"not 0 <= values[{i}] <= 1" for i, p in enumerate(params) if p.type in ("i1", "u1")
     ]
+    refuse += [f"type(values[{len(params) + j}]) is not int" for j in range(len(shapes))]
+    strange = "call and not call.keys() <= known_names" if shapes else "call"
     if not bucket_positions:
         bucket = "0"
     elif len(bucket_positions) == 1:
@@ -188,20 +200,36 @@ def signature(args):
     return {key}
 
 
-def lookup(args):
+def lookup(args, call=nothing):
+    if {strange}:  # an unknown keyword: the checked path says so
+        return None
     try:
         {_tuple(names)} = args
         choices = known[{key}]
-        values = {values}
+        values = {values}{call_values}
     except Exception:  # an unseen signature, or not a tensor: the checked path decides
         return None
-    if {" or ".join(refuse) or "False"}:  # null pointers, i1 out of range
+    if {" or ".join(refuse) or "False"}:  # null pointers, i1 out of range, odd call values
         return None
     for fits, launcher in choices[{bucket}]:
         if fits is None or fits(values):
             return launcher, values
     return None
 """
+
+
+def _key(a: str, pointer: bool, optional: bool) -> str:
+    if not pointer:
+        return f"type({a})"
+    if optional:
+        return f"None if {a} is None else ({a}.dtype, {a}.is_cuda)"
+    return f"{a}.dtype, {a}.is_cuda"
+
+
+def _value(a: str, pointer: bool, optional: bool) -> str:
+    if not pointer:
+        return a
+    return f"0 if {a} is None else {a}.data_ptr()" if optional else f"{a}.data_ptr()"
 
 
 def _tuple(items: Sequence[str]) -> str:

@@ -51,6 +51,11 @@ Small = Annotated[int, Range(0, 2**16)]
 Warps = Annotated[int, Range(1, 32)]  # 32 warps = 1024 threads, CUDA's block limit
 Scratch = Annotated[int, Range(0, 16)]
 Dim = Annotated[int, Range(0, 2**62)]
+# A constexpr's value: Triton takes integers, floats, booleans, strings, None, and dtypes
+# (written "tl.bfloat16").
+Constexpr = Int | float | bool | str | None
+# A binding's value for an optional pointer (``KernelSpec.optional``): passed, or None.
+GIVEN, NONE = "given", "none"
 
 
 class ManifestError(BundleError):
@@ -106,7 +111,7 @@ class Variant(_Coded):
     num_stages: Small
     shared: Count
     regs: Small
-    meta: Mapping[str, Int]
+    meta: Mapping[str, Constexpr]  # every constexpr, derived ones included
     assume: Mapping[str, Int]
     # Names of the parameters passed to cuLaunchKernel, in order; params assumed == 1 are
     # compiled in as constants and absent. TRITON_SCRATCH_ARGS null pointers follow them.
@@ -135,7 +140,8 @@ class Choice(_Coded):
 
 @dataclass(frozen=True)
 class Instance(_Coded):
-    """A kernel for one target and one binding of its dtype variables."""
+    """A kernel for one target and one binding of its dtype variables (and of its optional
+    pointers, each to GIVEN or NONE)."""
 
     target: str
     dtypes: Mapping[str, str]
@@ -149,14 +155,42 @@ class Instance(_Coded):
 
 
 @dataclass(frozen=True)
+class Derived(_Coded):
+    """A constexpr computed per call from the call's values (a ``@triton.heuristics`` rule
+    or a recipe's ``derived``): a variant serves a call only if its value matches."""
+
+    name: str
+    expr: str
+
+
+@dataclass(frozen=True)
+class CallValue(_Coded):
+    """A launch value that is not a kernel argument: passed by keyword, or (with ``arg``)
+    dimension ``dim`` of that argument's shape unless passed."""
+
+    name: str
+    arg: str | None = field(default=None, metadata=codec.spec(omit_default=True))
+    dim: Small = field(default=0, metadata=codec.spec(omit_default=True))
+
+
+_OMIT = codec.spec(omit_default=True)
+
+
+@dataclass(frozen=True)
 class KernelSpec(_Coded):
     name: str
     params: tuple[Param, ...]
     dtype_vars: Mapping[str, tuple[str, ...]]
     grid: tuple[str, str, str]
-    bucket_keys: tuple[str, ...]
+    bucket_keys: tuple[str, ...]  # integer parameters or call values
     buckets: tuple[tuple[Int, ...], ...]  # boundaries, one sorted tuple per key
     instances: tuple[Instance, ...]
+    # Everything a call must meet beyond its bucket, so that no variant ever runs a call
+    # it was not built for (loader/validity.py):
+    call: tuple[CallValue, ...] = field(default=(), metadata=_OMIT)
+    derived: tuple[Derived, ...] = field(default=(), metadata=_OMIT)  # in evaluation order
+    checks: tuple[str, ...] = field(default=(), metadata=_OMIT)  # the recipe's constraints
+    optional: tuple[str, ...] = field(default=(), metadata=_OMIT)  # pointers that may be None
 
     def _validate(self) -> None:
         from .checks import check_kernel

@@ -28,11 +28,18 @@ def _v(x: Any) -> int:
 class FakeTensor:
     """Duck-typed like a torch tensor, as far as the loader looks."""
 
-    def __init__(self, addr: int, dtype: str = "torch.float16", is_cuda: bool = True):
+    def __init__(
+        self,
+        addr: int,
+        dtype: str = "torch.float16",
+        is_cuda: bool = True,
+        shape: tuple[int, ...] = (1,),
+    ):
         self.addr = addr
         self.dtype = dtype
         self.is_cuda = is_cuda
         self.device = "cuda:0" if is_cuda else "cpu"
+        self.shape = shape
 
     def data_ptr(self) -> int:
         return self.addr

@@ -70,9 +70,9 @@ def test_source_change_invalidates_cache(recipe_dir: Path, tmp_path: Path) -> No
     # change only the helper jit function the kernel calls
     src.write_text(src.read_text().replace("return x * x", "return x * x + 0"))
     # a fresh process would re-import; here we drop the module cache by hand
-    from aot import source
+    from aot import kernelfile
 
-    source._modules.clear()
+    kernelfile._modules.clear()
     r = build(recipe_dir / "small.toml", tmp_path / "b.aotc", env_for(cache), tmp_path)
     assert r.compiled == 8
 

@@ -222,7 +222,7 @@ CASES = [
         "kernel shape nested too deep",
         'w_ptr = ["N"], out_ptr = ["M", "N"] }',
         'w_ptr = ["' + "-" * 900 + 'N"], out_ptr = ["M", "N"] }',
-        ["[[kernel]] rmsnorm.shapes.w_ptr", "nests more than 64 levels deep"],
+        ["[[kernel]] rmsnorm.shapes.w_ptr", "is nested more than 100 levels deep"],
     ),
     (
         "tensor of too many dimensions",

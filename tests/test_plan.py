@@ -124,8 +124,9 @@ def test_plan_of_a_3000_by_3000_bucket_matrix_is_refused_before_expanding(
 ) -> None:
     bounds = list(range(1, 3001))
     path = recipe_dir / "small.toml"
-    text = path.read_text().replace('n = "i32"', 'n = "i32", m = "i32"')
+    text = path.read_text()
     path.write_text(text.replace("buckets = { n = [1024, 65536] }",
+                                 f'call = {{ m = "keyword" }}\n'
                                  f"buckets = {{ n = {bounds}, m = {bounds} }}"))  # fmt: skip
     assert main(["plan", str(path)]) == 2
     err = capsys.readouterr().err

@@ -226,7 +226,7 @@ CASES = [
     (
         "flops reads an unsized argument",
         'alpha = "fp32" }',
-        'k = "i32", alpha = "fp32" }\ntune = { flops = "2 * n * k" }',
+        'alpha = "fp32" }\ncall = { k = "keyword" }\ntune = { flops = "2 * n * k" }',
         [
             "scale.tune.flops: reads k, which is neither a bucket key nor in sizes; give it a "
             "representative value under [[kernel]] scale.sizes"
@@ -254,7 +254,7 @@ CASES = [
         "expression too long",
         'grid = "cdiv(n, BLOCK)"',
         'grid = "' + "n + " * 400 + 'n"',
-        ["scale.grid: is 1601 characters long; write an expression of at most 1000"],
+        ["scale.grid: ", "an expression is at most 1000 characters"],
     ),
     # Found by tests/test_fuzz_recipe.py: a ValueError in the heuristic, a RecursionError.
     (
@@ -267,7 +267,7 @@ CASES = [
         "expression nested too deep",
         'grid = "cdiv(n, BLOCK)"',
         'grid = "' + "-" * 900 + 'n"',
-        ["scale.grid: ", "nests more than 64 levels deep"],
+        ["scale.grid: ", "is nested more than 100 levels deep"],
     ),
     (  # tomllib's time grows with the square of the key's length
         "dotted key of 20,000 parts",
@@ -317,7 +317,7 @@ def test_bad_recipe(tmp_path: Path, old: str, new: str, fragments: list[str]) ->
 PLAN_CASES = [
     ("function missing", "small.py:scale_kernel", "small.py:nope", ["defines no 'nope'"]),
     ("not jit", "small.py:scale_kernel", "small.py:not_a_kernel", ["is not a @triton.jit"]),
-    ("missing arg", ', alpha = "fp32" }', " }", ["takes alpha; give each a type"]),
+    ("missing arg", ', alpha = "fp32" }', " }", ["takes alpha, whose types are not annotated"]),
     (
         "wrong order",
         'x_ptr = "*T", out_ptr = "*T"',

@@ -11,6 +11,7 @@ function, a search space from ``@triton.autotune``) replaces that part's functio
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,18 +20,23 @@ from typing import Any
 from loader.expr import Expr
 from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
+from ..config import Config, Constexpr
+from ..shipped import Autotune, Shipped
 from .kernel_access import parse_access
+from .kernel_call import CallValue, parse_call
 from .kernel_launch import check_tiles, parse_constraints, parse_grid, parse_specializations
+from .kernel_meta import Meta, parse_meta
 from .kernel_names import Names
-from .kernel_space import LAUNCH_OPTIONS, parse_default, parse_fixed, parse_space
+from .kernel_signature import annotated, given_types, inferred_types, inputs_function, introspect
+from .kernel_space import LAUNCH_OPTIONS, parse_default
 from .kernel_tune import TuneSettings, parse_tune
+from .kernel_values import Values, parse_values
 from .validate import IDENT, Validator, show, sorted_names
 
-SCALAR_TYPES = INT_TYPES | {"fp32", "fp64"}
 KERNEL_KEYS = (
     "tune", "name", "source", "signature", "dtypes", "grid", "buckets", "sizes", "fixed",
-    "space", "default", "constraints", "specializations", "reference", "inputs", "shapes",
-    "strides", "writes",
+    "space", "default", "derived", "call", "optional", "constraints", "specializations",
+    "reference", "inputs", "shapes", "strides", "writes",
 )  # fmt: skip
 
 
@@ -43,11 +49,13 @@ class KernelRecipe:
     signature: Mapping[str, str]  # runtime param -> Triton type (*fp16, *T, i32, fp32)
     dtypes: Mapping[str, tuple[str, ...]]  # dtype variable -> element types
     grid: tuple[Expr, Expr, Expr]
-    buckets: Mapping[str, tuple[int, ...]]  # bucket key -> ascending upper bounds
+    # Bucket keys (integer arguments or call values, and sizes listed with several
+    # values) -> ascending upper bounds.
+    buckets: Mapping[str, tuple[int, ...]]
     sizes: Mapping[str, int]  # representative values of other size arguments
-    fixed: Mapping[str, int]  # constexpr values that are not searched
-    space: Mapping[str, tuple[int, ...]]  # searched meta-params, num_warps, num_stages
-    default: Mapping[str, int]  # tie-break preferences for the heuristic
+    fixed: Mapping[str, Constexpr]  # constexpr values that are not searched
+    space: Mapping[str, tuple[Constexpr, ...]]  # searched meta-params, num_warps, num_stages
+    default: Mapping[str, Constexpr]  # tie-break preferences for the heuristic
     constraints: tuple[Expr, ...]
     # Each: param -> 16 (divisible by 16) or 1 (equal to 1). The generic variant (no
     # assumptions) is always added by the planner and is not listed here.
@@ -61,6 +69,17 @@ class KernelRecipe:
     shapes: Mapping[str, tuple[Expr, ...]] = field(default_factory=dict)
     strides: Mapping[str, tuple[Expr, ...]] = field(default_factory=dict)
     writes: tuple[str, ...] = ()
+    # What a shipped kernel brings (see DESIGN in recipes/README.md, "Kernels as shipped"):
+    configs: tuple[Config, ...] = ()  # an explicit search space (@triton.autotune's)
+    derived: Mapping[str, Expr] = field(default_factory=dict)  # constexprs computed per call
+    call: Mapping[str, CallValue] = field(default_factory=dict)  # launch values, not arguments
+    optional: tuple[str, ...] = ()  # pointers built both as passed and as None
+    always_none: tuple[str, ...] = ()  # pointers the inputs always pass as None
+    size_exprs: Mapping[str, Expr] = field(default_factory=dict)  # sizes of buckets and meta
+    listed: tuple[str, ...] = ()  # bucket keys that are sizes listed with several values
+    inferred: tuple[str, ...] = ()  # runtime params whose types were inferred
+    autotune: Autotune | None = field(default=None, compare=False)
+    heuristics: Mapping[str, str] = field(default_factory=dict)  # rule -> translated text
 
     @property
     def where(self) -> str:
@@ -87,28 +106,28 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
     v.keys(k, KERNEL_KEYS, w)
     source_text = v.string(k, "source", w)
     source, function = v.source(source_text, f"{w}.source", root)
+    kernel = introspect(v, f"{w}.source", source, function)
     dtypes = parse_dtypes(v, k, w)
-    signature = parse_signature(v, k, w, dtypes)
-    buckets = parse_buckets(v, k, w, signature)
-    sizes = parse_sizes(v, k, w, signature, buckets)
-    fixed = parse_fixed(v, k, w, signature)
-    space = parse_space(v, k, w, signature, fixed)
+    meta = parse_meta(v, k, w, kernel)
+    call = parse_call(v, k, w, kernel)
+    reference, inputs = _references(v, k, w, root)
+    values = parse_values(v, k, w, kernel, call)
+    signature, inferred, nones = _signature(v, k, w, kernel, dtypes, inputs, root, values, meta)
+    optional, always_none = _optional(v, k, w, signature, nones)
+    buckets, sizes = values.typed(v, w, signature)
     names = Names(
         w=w,
-        ints=frozenset(p for p, t in signature.items() if t in INT_TYPES),
-        arguments=frozenset(signature),
+        ints=frozenset(p for p, t in signature.items() if t in INT_TYPES) | set(call),
+        arguments=frozenset(signature) | set(call),
         buckets=frozenset(buckets),
-        sizes=frozenset(sizes),
-        fixed=frozenset(fixed),
-        searched=frozenset(space),
+        sizes=frozenset(sizes) | set(values.exprs),
+        fixed=frozenset(meta.fixed) | set(meta.derived),
+        searched=frozenset(meta.searched),
     )
-    default = parse_default(v, k, w, space)
+    values.check_exprs(v, w, names)
+    derived = ordered_derived(v, w, meta.derived, names)
     grid = parse_grid(v, k, w, names)
-    check_tiles(v, w, grid, space)
-    constraints = parse_constraints(v, k, w, names)
-    specializations = parse_specializations(v, k, w, signature, buckets)
-    shapes, strides, writes = parse_access(v, k, w, signature)
-    reference, inputs = _references(v, k, w, root)
+    check_tiles(v, w, grid, meta.space_values())
     return KernelRecipe(
         name=name,
         source=source,
@@ -119,18 +138,103 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         grid=grid,
         buckets=buckets,
         sizes=sizes,
-        fixed=fixed,
-        space=space,
-        default=default,
-        constraints=constraints,
-        specializations=specializations,
+        fixed=meta.fixed,
+        space=meta.space,
+        default=parse_default(v, k, w, meta.space),
+        constraints=parse_constraints(v, k, w, names),
+        specializations=parse_specializations(v, k, w, signature, buckets),
         tune=parse_tune(v, k, w, root, names),
         reference=reference,
         inputs=inputs,
-        shapes=shapes,
-        strides=strides,
-        writes=writes,
+        **_access(v, k, w, signature),
+        configs=meta.configs,
+        derived=derived,
+        call=call,
+        optional=optional,
+        always_none=always_none,
+        size_exprs=values.exprs,
+        listed=tuple(values.listed),
+        inferred=inferred,
+        autotune=kernel.autotune,
+        heuristics=meta.translated,
     )
+
+
+def ordered_derived(
+    v: Validator, w: str, derived: Mapping[str, Expr], names: Names
+) -> dict[str, Expr]:
+    """The derived values in an order where each reads only those before it."""
+    for name, e in derived.items():
+        names.derived(v, f"{w}.derived.{name}", e)
+    out: dict[str, Expr] = {}
+    pending = dict(derived)
+    while pending:
+        ready = [n for n, e in pending.items() if not (e.names & set(pending)) - {n}]
+        if not ready or any(n in pending[n].names for n in ready):
+            loop = sorted(pending)
+            v.fail(f"{w}.derived", f"{', '.join(loop)} read each other in a loop; give one of "
+                   "them a value that does not")  # fmt: skip
+        for n in ready:
+            out[n] = pending.pop(n)
+    return out
+
+
+def _access(v: Validator, k: Mapping[str, Any], w: str, signature: Mapping[str, str]) -> Any:
+    shapes, strides, writes = parse_access(v, k, w, signature)
+    return {"shapes": shapes, "strides": strides, "writes": writes}
+
+
+def _signature(
+    v: Validator,
+    k: Mapping[str, Any],
+    w: str,
+    kernel: Shipped,
+    dtypes: Mapping[str, tuple[str, ...]],
+    inputs: str | None,
+    root: Path,
+    values: Values,
+    meta: Meta,
+) -> tuple[dict[str, str], tuple[str, ...], frozenset[str]]:
+    """The runtime arguments' types: given, annotated, else inferred from ``inputs``."""
+    known = {**annotated(kernel), **given_types(v, k, w, kernel, dtypes)}
+    wanted = [p.name for p in kernel.runtime if p.name not in known]
+    inferred: dict[str, str] = {}
+    nones: frozenset[str] = frozenset()
+    if wanted:
+        fn = inputs_function(v, f"{w}.inputs", inputs, root)
+        names = sorted(dtypes)
+        bindings = [dict(zip(names, c, strict=True))
+                    for c in itertools.product(*(dtypes[n] for n in names))]  # fmt: skip
+        probe = values.probe(meta)
+        inferred, nones = inferred_types(v, w, kernel, wanted, fn, bindings, probe,
+                                         meta.first_config())  # fmt: skip
+    signature = {p.name: known.get(p.name) or inferred.get(p.name) or "" for p in kernel.runtime}
+    for var in dtypes:
+        if f"*{var}" not in signature.values():
+            v.fail(f"{w}.dtypes.{var}", f"no argument in signature has type '*{var}'; remove it")
+    untyped = [p for p, t in signature.items() if not t and p not in nones]
+    if untyped:  # pragma: no cover - inferred_types names every wanted argument
+        v.fail(f"{w}.signature", f"no type for {', '.join(untyped)}")
+    return signature, tuple(inferred), nones
+
+
+def _optional(
+    v: Validator, k: Mapping[str, Any], w: str, signature: dict[str, str], nones: frozenset[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Pointers built both ways (``optional``), and those ``inputs`` always passes as None."""
+    raw = k.get("optional", [])
+    key = f"{w}.optional"
+    pointers = [p for p, t in signature.items() if t.startswith("*") or p in nones]
+    listed = v.choices(raw, key, pointers, "pointer argument names", "a pointer argument",
+                       '["bias_ptr"]')  # fmt: skip
+    for p in listed:
+        if not signature[p]:
+            v.fail(key, f"inputs passes {p} as None, so its type is unknown; give it under "
+                   f"{w}.signature, or pass a tensor for it in inputs")  # fmt: skip
+    always = tuple(p for p in signature if p in nones and p not in listed)
+    for p in always:
+        signature[p] = signature[p] or "*i8"  # never launched as a pointer
+    return tuple(p for p in signature if p in listed), always
 
 
 def _name(v: Validator, k: Mapping[str, Any], index: int) -> str:
@@ -162,84 +266,6 @@ def parse_dtypes(v: Validator, k: Mapping[str, Any], w: str) -> dict[str, tuple[
             v.fail(key, "lists a type twice")
         dtypes[var] = tuple(types)
     return dtypes
-
-
-def parse_signature(
-    v: Validator, k: Mapping[str, Any], w: str, dtypes: Mapping[str, tuple[str, ...]]
-) -> dict[str, str]:
-    """Every runtime argument, in the function's order, with its Triton type."""
-    sig = v.table(k, "signature", w, required=True)
-    if not sig:
-        v.fail(f"{w}.signature", "is empty; give each runtime argument its Triton type")
-    signature = {pname: _arg_type(v, ptype, f"{w}.signature.{pname}", w, dtypes)
-                 for pname, ptype in sig.items()}  # fmt: skip
-    for var in dtypes:
-        if f"*{var}" not in signature.values():
-            v.fail(f"{w}.dtypes.{var}", f"no argument in signature has type '*{var}'; remove it")
-    return signature
-
-
-def _arg_type(
-    v: Validator, ptype: Any, key: str, w: str, dtypes: Mapping[str, tuple[str, ...]]
-) -> str:
-    if not isinstance(ptype, str):
-        v.fail(key, f"must be a type string like '*fp16' or 'i32', got {show(ptype)}")
-    ptype = ptype.strip()
-    if ptype.startswith("*"):
-        elem = ptype[1:]
-        if elem not in ELEMENT_TYPES and elem not in dtypes:
-            hint = (
-                f"declare it under {w}.dtypes or use one of {sorted_names(ELEMENT_TYPES)}"
-                if IDENT.match(elem)
-                else f"use one of {sorted_names(ELEMENT_TYPES)}"
-            )
-            v.fail(key, f"unknown element type {show(elem)}; {hint}")
-    elif ptype == "constexpr":
-        v.fail(key, "constexpr parameters go in fixed or space, not in signature")
-    elif ptype not in SCALAR_TYPES:
-        v.fail(key, f"unknown scalar type {show(ptype)}; use one of {sorted_names(SCALAR_TYPES)} "
-               "(pass fp16/bf16 scalars as fp32)")  # fmt: skip
-    return str(ptype)
-
-
-def _int_args(signature: Mapping[str, str]) -> list[str]:
-    return [p for p, t in signature.items() if t in INT_TYPES]
-
-
-def parse_buckets(
-    v: Validator, k: Mapping[str, Any], w: str, signature: Mapping[str, str]
-) -> dict[str, tuple[int, ...]]:
-    """Bucket keys (integer arguments) and their ascending upper bounds."""
-    int_params = _int_args(signature)
-    buckets: dict[str, tuple[int, ...]] = {}
-    for key_name, bounds in v.table(k, "buckets", w).items():
-        key = f"{w}.buckets.{key_name}"
-        if key_name not in int_params:
-            v.fail(key, f"bucket keys must be integer arguments; choose from {int_params}")
-        ptype = signature[key_name]
-        buckets[key_name] = v.bounds(bounds, key, ptype, f"the type of {key_name} in signature")
-    return buckets
-
-
-def parse_sizes(
-    v: Validator,
-    k: Mapping[str, Any],
-    w: str,
-    signature: Mapping[str, str],
-    buckets: Mapping[str, tuple[int, ...]],
-) -> dict[str, int]:
-    """Representative values of the integer arguments that are not bucket keys."""
-    int_params = _int_args(signature)
-    sizes: dict[str, int] = {}
-    for sname, value in v.table(k, "sizes", w).items():
-        key = f"{w}.sizes.{sname}"
-        if sname not in int_params:
-            v.fail(key, f"sizes are for integer arguments; choose from {int_params}")
-        if sname in buckets:
-            v.fail(key, f"{sname} is a bucket key; its size comes from the bucket")
-        size = v.int_value(value, key, minimum=1)
-        sizes[sname] = v.fits(size, key, signature[sname], f"the type of {sname} in signature")
-    return sizes
 
 
 def _references(

@@ -37,14 +37,14 @@ def parse_grid(v: Validator, k: Mapping[str, Any], w: str, names: Names) -> tupl
 
 
 def check_tiles(
-    v: Validator, w: str, grid: tuple[Expr, Expr, Expr], space: Mapping[str, tuple[int, ...]]
+    v: Validator, w: str, grid: tuple[Expr, Expr, Expr], space: Mapping[str, tuple[Any, ...]]
 ) -> None:
     """A searched meta-parameter the grid reads is a tile size (the heuristic takes the
     product of these as the work of one program), so each of its values is at least 1."""
     read = set().union(*(g.names for g in grid))
     for name in sorted(read & set(space)):
         for x in space[name]:
-            if x < 1:
+            if isinstance(x, bool) or not isinstance(x, int) or x < 1:
                 v.fail(f"{w}.space.{name}", f"{x}: the grid reads {name}, so its values are "
                        "tile sizes: use 1 or more")  # fmt: skip
 
@@ -69,7 +69,7 @@ def parse_specializations(
     specializable = [p for p, t in signature.items() if t.startswith("*") or t in INT_TYPES]
     if raw is None:
         # Default: pointers 16-byte aligned and every non-bucket integer divisible by 16.
-        raw = [{"*": 16, **{b: 0 for b in buckets}}]
+        raw = [{"*": 16, **{b: 0 for b in buckets if b in specializable}}]
     if not isinstance(raw, list):
         v.fail(f"{w}.specializations", "must be a list of tables, e.g. [{ '*' = 16 }]")
     out: list[Mapping[str, int]] = []

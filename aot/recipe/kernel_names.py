@@ -65,12 +65,21 @@ class Names:
         if not isinstance(raw, str):
             v.fail(key, f"expected an expression string, got {type(raw).__name__} {show(raw)}")
         e = v.parse_expr(raw, key, predicate=True)
-        allowed = self.meta | self.sizes | set(CONSTRAINT_BUILTINS)
+        allowed = self.meta | self.sized | set(CONSTRAINT_BUILTINS)
         unknown = e.names - allowed
         if unknown:
             v.fail(key, f"unknown name(s) {sorted_names(unknown)}; constraints read "
                    f"{sorted_names(allowed)}")  # fmt: skip
         return e
+
+    def derived(self, v: Validator, key: str, e: Expr) -> None:
+        """A constexpr computed per call reads integer arguments, call values and other
+        meta-parameters; the integers need a value where the build evaluates it."""
+        unknown = e.names - self.ints - self.meta
+        if unknown:
+            v.fail(key, f"unknown name(s) {sorted_names(unknown)}; a derived value reads "
+                   "integer arguments, call values and meta-parameters")  # fmt: skip
+        self.check_sized(v, key, (e,))
 
     def per_bucket(self, v: Validator, raw: Any, key: str) -> Expr:
         """An expression evaluated once per bucket (``tune.flops``, ``tune.bytes``)."""

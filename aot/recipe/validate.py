@@ -6,7 +6,6 @@ failure raises a ``RecipeError`` naming the file, the key and the fix.
 
 from __future__ import annotations
 
-import ast
 import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,10 +20,8 @@ from ..errors import RecipeError
 # \Z, not $: "$" also matches before a trailing newline, and "name\n" is no name.
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*\Z")  # bundle names and versions
 IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # kernels, dtype variables, dimensions
-# Real expressions are a line or two, a few levels deep. Longer or deeper ones are refused:
-# compiling and evaluating them (here, in the plan and in the loader) recurses per level.
-MAX_EXPR_CHARS = 1000
-MAX_EXPR_DEPTH = 64
+# Expressions longer or deeper than the loader's expression language takes
+# (loader/expr.py: MAX_LENGTH, MAX_DEPTH) are refused there, with the reason.
 
 
 class Validator:
@@ -112,20 +109,13 @@ class Validator:
         if isinstance(raw, bool) or not isinstance(raw, str | int):
             self.fail(key, f"must be an expression (a string or an integer), got {show(raw)}")
         text = str(raw)
-        if len(text) > MAX_EXPR_CHARS:
-            self.fail(key, f"is {len(text)} characters long; write an expression of at most "
-                      f"{MAX_EXPR_CHARS}")  # fmt: skip
         try:
-            e = parse(text, predicate=predicate)
+            return parse(text, predicate=predicate)
         except ExprError as exc:
             self.fail(key, str(exc))
         except (ValueError, RecursionError, MemoryError):
             # Null bytes, or nesting deeper than Python's parser takes.
             self.fail(key, f"{show(text)} is not a valid expression (too deeply nested)")
-        if _depth(e.tree) > MAX_EXPR_DEPTH:
-            self.fail(key, f"{show(text)} nests more than {MAX_EXPR_DEPTH} levels deep; write "
-                      "it flatter")  # fmt: skip
-        return e
 
     def int_value(self, value: Any, key: str, minimum: int | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int):
@@ -163,17 +153,6 @@ class Validator:
         text = self.string(k, field, w)
         self.source(text, f"{w}.{field}", root)
         return text
-
-
-def _depth(tree: ast.AST) -> int:
-    """How deep the syntax tree goes, found without recursing."""
-    deepest = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return deepest
 
 
 def join(where: str, key: str) -> str:

@@ -42,7 +42,7 @@ class Record:
     ms: float | None = None  # median of the samples
     samples: tuple[float, ...] = ()
     reason: str = ""
-    values: Mapping[str, int] = field(default_factory=dict)  # the config's values, for people
+    values: Mapping[str, Any] = field(default_factory=dict)  # the config's values, for people
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..heuristic import rank
+from ..kernel_env import env_at
 from ..plan import Config, Instance, Plan
 from ..select import HEURISTIC, Chooser, InstanceKey, Pick
 from ..targets import GPU, resolve
@@ -38,9 +39,12 @@ def problem(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
 
 
 def off_bucket(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
-    """A size inside the bucket but off its bound, for the second verification."""
+    """A size inside the bucket but off its bound, for the second verification (a listed
+    size stays at its value: the bundle is built for exactly those)."""
     out = dict(problem(inst, bucket))
     for key, bound in zip(inst.kernel.buckets, bucket, strict=True):
+        if key in inst.kernel.listed:
+            continue
         bounds = inst.kernel.buckets[key]
         prev = bounds[bounds.index(bound) - 1] if bounds.index(bound) > 0 else 0
         out[key] = max(prev + 1, (prev + bound) // 2 + 1) if bound > prev + 1 else bound
@@ -114,15 +118,18 @@ def outcome(
     if baseline:
         metrics["baseline_ms"] = _r(statistics.median(baseline))
         metrics["vs_baseline"] = _r(metrics["baseline_ms"] / ms)
-    metrics.update(throughput(inst, bucket, ms, device))
+    metrics.update(throughput(inst, bucket, ms, device, by_id[cid]))
     return Outcome(by_id[cid], device, True if has_reference else None, metrics)
 
 
-def throughput(inst: Instance, bucket: tuple[int, ...], ms: float, device: str) -> dict[str, Any]:
-    """TFLOP/s and GB/s from the recipe's ``flops``/``bytes``, and % of the device's
-    ceilings (measured ones where the targets table has them)."""
+def throughput(
+    inst: Instance, bucket: tuple[int, ...], ms: float, device: str, config: Config
+) -> dict[str, Any]:
+    """TFLOP/s and GB/s from the recipe's ``flops``/``bytes`` (sizes that are expressions
+    evaluated under ``config``), and % of the device's ceilings (measured ones where the
+    targets table has them)."""
     t = inst.kernel.tune
-    env = {**inst.kernel.fixed, **problem(inst, bucket)}
+    env = env_at(inst.kernel, problem(inst, bucket), config)
     out: dict[str, Any] = {}
     gpu = _product(device)
     if t.flops is not None:

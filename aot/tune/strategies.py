@@ -20,6 +20,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from ..config import sort_key
 from ..plan import Config
 
 GAIN = 0.01  # an improvement must beat the best by more than 1% to reset patience
@@ -112,16 +113,16 @@ def neighbours(a: Config, b: Config) -> bool:
     return sum(1 for k in va if va[k] != vb.get(k)) == 1
 
 
-def additive_fit(observed: dict[Config, float]) -> dict[tuple[str, int], float]:
+def additive_fit(observed: dict[Config, float]) -> dict[tuple[str, Any], float]:
     """Per (parameter, value), its effect on log time, fitted to the observations by a few
     rounds of backfitting: log t ≈ mean + Σ effect[p, v]. A cheap learned surrogate that
     tells which values of each parameter have been paying off."""
     rows = [(c.values(), math.log(ms)) for c, ms in observed.items()]
     mean = sum(y for _, y in rows) / len(rows)
-    effect: dict[tuple[str, int], float] = {}
+    effect: dict[tuple[str, Any], float] = {}
     for _ in range(3):
         for p in rows[0][0]:
-            sums: dict[int, list[float]] = {}
+            sums: dict[Any, list[float]] = {}
             for values, y in rows:
                 rest = sum(effect.get((q, values[q]), 0.0) for q in values if q != p)
                 sums.setdefault(values[p], []).append(y - mean - rest)
@@ -180,7 +181,7 @@ class Bayes(Search):
         self.by_values = {tuple(sorted(c.values().items())): c for c in self.candidates}
         self.dists: dict[str, optuna.distributions.BaseDistribution] = {
             p: optuna.distributions.CategoricalDistribution(
-                sorted({c.values()[p] for c in self.candidates})
+                sorted({c.values()[p] for c in self.candidates}, key=sort_key)
             )
             for p in self.params
         }

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from loader import manifest as mf
 
 from ..compile import Compiled, CompilePool
 from ..heuristic import rank
+from ..kernel_env import sizes_at
 from ..pack import kernel_record, variant_record
 from ..plan import Config, Instance, Plan
 from ..progress import Progress
@@ -211,7 +212,7 @@ class Tuner:
         return f"{(self.root / file).resolve()}:{name}"
 
     def _record(self, inst: Instance, bucket: tuple[int, ...], config_id: str, kind: str,
-                round_: int = 0, values: dict[str, int] | None = None) -> Record:  # fmt: skip
+                round_: int = 0, values: Mapping[str, Any] | None = None) -> Record:  # fmt: skip
         gpu = self._gpu_for(inst)
         return Record(
             kernel=inst.kernel.name,
@@ -235,6 +236,15 @@ class Tuner:
         futures = [self.pool.submit(inst, v) for v in inst.variants((config,))]
         return [f.result() for f in futures]
 
+    def _at(self, inst: Instance, point: Mapping[str, int], config: Config) -> dict[str, Any]:
+        """What a request needs to run at ``point`` under ``config``: every size (those
+        written as expressions of the config included), the call values passed by
+        keyword, and the config's values (``inputs`` may take them)."""
+        kr = inst.kernel
+        sizes = sizes_at(kr, point, config)
+        call = {n: sizes[n] for n, c in kr.call.items() if c.arg is None and n in sizes}
+        return {"sizes": sizes, "call": call, "config": config.values()}
+
     def _request(self, inst: Instance, config: Config, compiled: list[Compiled]) -> dict[str, Any]:
         ok = [c for c in compiled if c.ok]
         records = [(variant_record(inst.kernel, config, c), c) for c in ok]
@@ -250,6 +260,9 @@ class Tuner:
             "target": inst.target.name,
             "dtypes": dict(inst.dtypes),
             "inputs": self._abs(inst.kernel.inputs),
+            # @triton.autotune's reset_to_zero / restore_value, honoured around each launch
+            "reset": list(inst.kernel.autotune.reset_to_zero) if inst.kernel.autotune else [],
+            "restore": list(inst.kernel.autotune.restore_value) if inst.kernel.autotune else [],
         }
 
     def _store(self, rec: Record, reply: dict[str, Any]) -> Record:
@@ -292,7 +305,7 @@ class Tuner:
         if not generic.ok:
             return None, False  # the compile failure is in the cache and the report
         msg = self._request(inst, config, compiled)
-        msg.update(op="bench", sizes=problem(inst, bucket))
+        msg.update(op="bench", **self._at(inst, problem(inst, bucket), config))
         if kind == FINAL:
             msg["target_ms"] = FINAL_TARGET_MS
         rec = self._store(probe, worker.request(msg))
@@ -307,11 +320,14 @@ class Tuner:
             return known.ok
         compiled = self._compiled(inst, config)
         msg = self._request(inst, config, compiled)
+        at = [self._at(inst, p, config) for p in (problem(inst, bucket), off_bucket(inst, bucket))]
         msg.update(
             op="verify",
             reference=self._abs(inst.kernel.reference),
-            sizes_list=[problem(inst, bucket), off_bucket(inst, bucket)],
+            sizes_list=[a["sizes"] for a in at],
+            calls=[a["call"] for a in at],
             tolerance=tolerance(inst),
+            config=at[0]["config"],
         )
         return self._store(probe, worker.request(msg)).ok
 

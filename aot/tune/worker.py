@@ -13,6 +13,8 @@ and only here: this module runs in the worker process, never in the builder.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import os
 import statistics
@@ -64,12 +66,18 @@ class Worker:
         return sum(a.numel() * a.element_size() for a in args if hasattr(a, "element_size"))
 
     def input_sets(
-        self, ref: str, sizes: dict[str, int], dtypes: dict[str, str]
+        self,
+        ref: str,
+        sizes: dict[str, int],
+        dtypes: dict[str, str],
+        config: dict[str, Any] | None = None,
     ) -> list[list[Any]]:
-        key = repr((ref, sorted(sizes.items()), sorted(dtypes.items())))
+        make = _inputs(_load(ref), config)
+        # Inputs that do not depend on the config are shared by every candidate.
+        mine = config if isinstance(make, functools.partial) else None
+        key = repr((ref, sorted(sizes.items()), sorted(dtypes.items()), mine))
         sets = self.inputs.get(key)
         if sets is None:
-            make = _load(ref)
             first = list(make(sizes, dtypes))
             sets = [first]
             # Rotate among copies when one set fits in L2, so repetitions read cold data.
@@ -85,29 +93,62 @@ class Worker:
 
     # -- timing -----------------------------------------------------------------------
     def time(
-        self, fn: Callable[[list[Any]], None], sets: list[list[Any]], target_ms: float
+        self,
+        fn: Callable[[list[Any]], None],
+        sets: list[list[Any]],
+        target_ms: float,
+        before: Callable[[list[Any]], Any] | None = None,
+        after: Callable[[list[Any]], Any] | None = None,
     ) -> list[float]:
+        """Per launch, in ms; ``before``/``after`` run around each launch, untimed (the
+        author's reset_to_zero / restore_value)."""
         torch = self.torch
-        fn(sets[0])
+
+        def once(args: list[Any], start: Any, end: Any) -> None:
+            if before is not None:
+                before(args)
+            self.flush_buf.zero_()
+            start.record()
+            fn(args)
+            end.record()
+            if after is not None:
+                after(args)
+
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(2)]  # fmt: skip
+        for s, e in events:  # a warm-up launch, then one that estimates the time
+            once(sets[0], s, e)
         torch.cuda.synchronize()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        self.flush_buf.zero_()
-        start.record()
-        fn(sets[0])
-        end.record()
-        torch.cuda.synchronize()
-        estimate = max(start.elapsed_time(end), 1e-3)
+        estimate = max(events[1][0].elapsed_time(events[1][1]), 1e-3)
         reps = int(min(MAX_REPS, max(MIN_REPS, math.ceil(target_ms / estimate))))
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(reps)]  # fmt: skip
         for i, (s, e) in enumerate(events):
-            self.flush_buf.zero_()
-            s.record()
-            fn(sets[i % len(sets)])
-            e.record()
+            once(sets[i % len(sets)], s, e)
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in events]
+
+    def hooks(
+        self, msg: dict[str, Any], names: list[str]
+    ) -> tuple[Callable[[list[Any]], Any] | None, Callable[[list[Any]], Any] | None]:
+        """``before``/``after`` for the author's reset_to_zero and restore_value."""
+        reset = [names.index(n) for n in msg.get("reset", []) if n in names]
+        restore = [names.index(n) for n in msg.get("restore", []) if n in names]
+        if not reset and not restore:
+            return None, None
+        saved: dict[int, Any] = {}
+
+        def before(args: list[Any]) -> None:
+            for i in reset:
+                args[i].zero_()
+            for i in restore:
+                saved[i] = args[i].clone()
+
+        def after(args: list[Any]) -> None:
+            for i in restore:
+                args[i].copy_(saved.pop(i))
+
+        return before, after
 
     def kernel(self, msg: dict[str, Any]) -> Any:
         from loader.bundle import InMemory, Kernel
@@ -119,9 +160,12 @@ class Worker:
     # -- requests ---------------------------------------------------------------------
     def bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         k = self.kernel(msg)
-        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"])
-        variant = k.variant_for(*sets[0]).id
-        samples = self.time(lambda a: k(*a), sets, msg.get("target_ms", TARGET_MS))
+        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"))
+        call = msg.get("call", {})
+        variant = k.variant_for(*sets[0], **call).id
+        before, after = self.hooks(msg, [p.name for p in k.params])
+        samples = self.time(lambda a: k(*a, **call), sets, msg.get("target_ms", TARGET_MS),
+                            before, after)  # fmt: skip
         return {
             "ok": True,
             "samples": samples,
@@ -138,15 +182,20 @@ class Worker:
     def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
         k = self.kernel(msg)
-        make, reference = _load(msg["inputs"]), _load(msg["reference"])
+        make = _inputs(_load(msg["inputs"]), msg.get("config"))
+        reference = _load(msg["reference"])
         names = [p.name for p in k.params]
+        # An output the author zeroes before each launch (reset_to_zero: the kernel adds
+        # into it) starts at zero; any other starts as NaN, so that unwritten elements show.
+        zeroed = set(msg.get("reset", []))
         checks = []
-        for sizes in msg["sizes_list"]:
+        calls = msg.get("calls") or [{}] * len(msg["sizes_list"])
+        for sizes, call in zip(msg["sizes_list"], calls, strict=True):
             args = list(make(sizes, msg["dtypes"]))
             expected = reference(*args)
             for name in expected:
-                args[names.index(name)].fill_(float("nan"))  # unwritten elements stay NaN
-            k(*args)
+                args[names.index(name)].fill_(0.0 if name in zeroed else float("nan"))
+            k(*args, **call)
             torch.cuda.synchronize()
             for name, ref in expected.items():
                 out = args[names.index(name)].double()
@@ -173,6 +222,19 @@ class Worker:
         if op == "baseline":
             return self.baseline(msg)
         return {"ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _inputs(make: Callable[..., Any], config: dict[str, Any] | None) -> Callable[..., Any]:
+    """The recipe's ``inputs``, given the candidate's config where it takes one (host data
+    that depends on a meta-parameter, such as tokens padded to BLOCK_SIZE_M)."""
+    if config is None:
+        return make
+    try:
+        params = inspect.signature(make).parameters
+    except (TypeError, ValueError):
+        return make
+    takes = "config" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+    return functools.partial(make, config=config) if takes else make
 
 
 def _verify_reason(checks: list[dict[str, Any]], tol: float) -> str:

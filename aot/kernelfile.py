@@ -1,0 +1,88 @@
+"""Importing the kernel files a recipe names, safely, once per process."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import io
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from .shipped import Shipped, unwrap
+
+_modules: dict[Path, ModuleType] = {}
+
+
+class KernelImportError(Exception):
+    """A kernel file ended the process, or tried to, while being imported."""
+
+
+def load_module(path: Path) -> ModuleType:
+    """Execute a kernel file once per process, with its folder importable (for helpers).
+
+    The file runs as an imported module would: ``sys.argv`` is just its own path (so a
+    module-level ``argparse`` sees no aotc options), ``sys.exit`` becomes a
+    ``KernelImportError`` instead of ending aotc, and what it prints is held back, then
+    written to stderr under a line that names the file, never into aotc's own output.
+    """
+    path = path.resolve()
+    mod = _modules.get(path)
+    if mod is None:
+        name = "aotc_src_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+        spec = importlib.util.spec_from_file_location(name, path)
+        if spec is None or spec.loader is None:
+            raise KernelImportError(f"{path.name} is not a Python file; name a .py file")
+        mod = importlib.util.module_from_spec(spec)
+        folder = str(path.parent)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        sys.modules[name] = mod
+        printed = io.StringIO()
+        argv, sys.argv = sys.argv, [str(path)]
+        try:
+            with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+                spec.loader.exec_module(mod)
+        except SystemExit as exc:
+            del sys.modules[name]
+            raise KernelImportError(_exited(path, exc, printed.getvalue())) from None
+        except BaseException:
+            del sys.modules[name]
+            _echo(path, printed.getvalue())
+            raise
+        finally:
+            sys.argv = argv
+        _echo(path, printed.getvalue())
+        _modules[path] = mod
+    return mod
+
+
+def _exited(path: Path, exc: SystemExit, printed: str) -> str:
+    lines = printed.strip().splitlines()
+    said = f"; it printed: {' / '.join(lines[-5:])}" if lines else ""
+    return (
+        f"{path.name} called sys.exit({exc.code!r}) while being imported{said}. Importing a "
+        "kernel file must only define things: move its command-line code (argparse, "
+        'sys.exit) under `if __name__ == "__main__":`'
+    )
+
+
+def _echo(path: Path, printed: str) -> None:
+    if printed:
+        sys.stderr.write(f"aotc: importing {path.name} printed:\n")
+        sys.stderr.write("".join(f"  | {line}\n" for line in printed.splitlines()))
+
+
+def shipped(path: Path, name: str) -> Shipped:
+    """The kernel ``name`` of the file at ``path``, unwrapped from its decorators."""
+    obj = getattr(load_module(path), name, None)
+    if obj is None:
+        raise AttributeError(name)
+    return unwrap(obj)
+
+
+def jit_function(path: Path, name: str) -> Any:
+    """The ``@triton.jit`` function under the decorators of ``name``."""
+    return shipped(path, name).jit

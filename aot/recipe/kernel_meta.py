@@ -1,0 +1,114 @@
+"""Where each constexpr parameter's value comes from: ``fixed``, the searched ``space`` (or
+``@triton.autotune``'s configs when the recipe gives no space), ``derived`` per call (the
+recipe's expressions, and every ``@triton.heuristics`` rule translated into one), or the
+parameter's own Python default. Every constexpr must get a value from exactly one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loader.expr import Expr
+
+from ..config import Config, Constexpr
+from ..heuristics import Untranslatable, translate
+from ..shipped import Shipped
+from .kernel_space import LAUNCH_OPTIONS, autotune_configs, defaults, parse_fixed, parse_space
+from .validate import Validator, show
+
+
+@dataclass(frozen=True)
+class Meta:
+    fixed: dict[str, Constexpr]
+    space: dict[str, tuple[Constexpr, ...]]
+    configs: tuple[Config, ...] = ()  # explicit candidates; empty: the product of space
+    derived: dict[str, Expr] = field(default_factory=dict)
+    translated: dict[str, str] = field(default_factory=dict)  # heuristic -> its expression
+
+    @property
+    def searched(self) -> frozenset[str]:
+        names = set(self.space) | {m for c in self.configs for m, _ in c.meta}
+        return frozenset(names | set(LAUNCH_OPTIONS))
+
+    def space_values(self) -> dict[str, tuple[Constexpr, ...]]:
+        """Every value each searched parameter takes."""
+        if not self.configs:
+            return dict(self.space)
+        out: dict[str, list[Constexpr]] = {}
+        for c in self.configs:
+            for m, x in c.values().items():
+                out.setdefault(m, []).append(x)
+        return {m: tuple(xs) for m, xs in out.items()}
+
+    def first_config(self) -> dict[str, Constexpr]:
+        """One candidate's values (the first), for reading example arguments."""
+        if self.configs:
+            return self.configs[0].values()
+        return {m: xs[0] for m, xs in self.space.items()}
+
+
+def parse_meta(v: Validator, k: Mapping[str, Any], w: str, kernel: Shipped) -> Meta:
+    constexprs = [p.name for p in kernel.constexprs]
+    fixed = parse_fixed(v, k, w, kernel)
+    space = parse_space(v, k, w, kernel, fixed)
+    configs: tuple[Config, ...] = ()
+    if "space" not in k and kernel.autotune is not None:
+        configs = autotune_configs(v, w, kernel)
+        for m in sorted({m for c in configs for m, _ in c.meta} & set(fixed)):
+            v.fail(f"{w}.fixed.{m}", f"{kernel.name}'s @triton.autotune configs set {m}; remove "
+                   "it from fixed, or give [kernel.space] to search without them")  # fmt: skip
+    meta = Meta(fixed, space, configs)
+    derived = _derived(v, k, w, constexprs, meta)
+    translated = _heuristics(v, w, kernel, meta, derived)
+    meta = Meta(fixed, space, configs, derived, translated)
+    for name, value in defaults(kernel).items():
+        if name not in _given(meta):
+            fixed[name] = value
+    missing = [c for c in constexprs if c not in _given(meta)]
+    if missing:
+        v.fail(f"{w}.fixed", f"constexpr {missing[0]} of {kernel.name} has no value; add it to "
+               "fixed, space or derived")  # fmt: skip
+    return meta
+
+
+def _given(meta: Meta) -> set[str]:
+    return set(meta.fixed) | set(meta.searched) | set(meta.derived)
+
+
+def _derived(
+    v: Validator, k: Mapping[str, Any], w: str, constexprs: list[str], meta: Meta
+) -> dict[str, Expr]:
+    out: dict[str, Expr] = {}
+    for name, raw in v.table(k, "derived", w).items():
+        key = f"{w}.derived.{name}"
+        if name not in constexprs:
+            v.fail(key, f"the kernel has no constexpr parameter {name}")
+        if name in meta.fixed or name in meta.searched:
+            v.fail(key, f"{name} also has a value in fixed or space; keep one")
+        if not isinstance(raw, str):
+            v.fail(key, f"must be an expression string, got {show(raw)}")
+        out[name] = v.parse_expr(raw, key, predicate=True)
+    return out
+
+
+def _heuristics(
+    v: Validator, w: str, kernel: Shipped, meta: Meta, derived: dict[str, Expr]
+) -> dict[str, str]:
+    """Each @triton.heuristics rule as a derived expression, unless the recipe gives the
+    parameter a value itself (which then replaces the rule)."""
+    translated: dict[str, str] = {}
+    for name, rule in kernel.heuristics.items():
+        if name in derived or name in meta.fixed or name in meta.searched:
+            continue
+        key = f"{w}.derived.{name}"
+        try:
+            text = translate(rule)
+        except Untranslatable as exc:
+            v.fail(key, f"the @triton.heuristics rule for {name} of {kernel.name} cannot be "
+                   f"translated: {exc}. Give {name} per call in the recipe: derived.{name} = "
+                   '"<expression>" (or a constant in fixed)')  # fmt: skip
+        derived[name] = v.parse_expr(text, key, predicate=True)
+        translated[name] = text
+    return translated

@@ -1,0 +1,154 @@
+"""Whether a variant may serve a call: never a config the build did not verify for it.
+
+A bucket's choice is a performance decision; whether a variant is *valid* for a call is
+not. A variant serves a call only when, at the call's values:
+
+- its specialisation assumptions hold (an argument divisible by 16, or equal to 1);
+- every constexpr the kernel derives per call (``@triton.heuristics`` rules, a recipe's
+  ``derived``) has the value the variant was compiled with;
+- every constraint of the recipe that reads the call's values (``BLOCK_N >= N``) holds
+  for the variant's meta-parameters.
+
+A call's values are its arguments in order, then its call values (launch values that are
+not arguments: passed by keyword, or a dimension of an argument's shape). Each test is
+one generated function per variant (loader/expr.py), so checking a candidate costs a
+function call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .errors import ArgumentError
+from .expr import compile_function, parse
+from .manifest import KernelSpec, Variant
+
+Values = Sequence[Any]
+Fits = Callable[[Values], bool]
+
+
+class CallValues:
+    """A kernel's call values: their names, and how a call gives each."""
+
+    def __init__(self, spec: KernelSpec):
+        self.kernel = spec.name
+        self.params = [p.name for p in spec.params]
+        self.names = [c.name for c in spec.call]
+        index = {p: i for i, p in enumerate(self.params)}
+        self._from = [(c.name, index.get(c.arg) if c.arg else None, c.dim) for c in spec.call]
+
+    @property
+    def all_names(self) -> list[str]:
+        """Every value a call has, in order: the parameters, then the call values."""
+        return self.params + self.names
+
+    def extend(self, values: list[Any], args: Sequence[Any], given: Mapping[str, Any]) -> None:
+        """Append the call values to the converted ``values`` of the arguments ``args``."""
+        unknown = sorted(set(given) - set(self.names))
+        if unknown:
+            have = ", ".join(self.names) or "none"
+            raise ArgumentError(f"{self.kernel}() got an unexpected keyword {unknown[0]!r}; "
+                                f"its call values are: {have}")  # fmt: skip
+        for name, arg, dim in self._from:
+            if name in given:
+                value = given[name]
+            elif arg is None:
+                raise ArgumentError(f"{self.kernel}() needs the call value {name}=... (a "
+                                    "launch value that is not a kernel argument)")  # fmt: skip
+            else:
+                value = _dimension(self.kernel, name, args[arg], self.params[arg], dim)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ArgumentError(f"{self.kernel}(): call value {name} must be an int, got "
+                                    f"{type(value).__name__}")  # fmt: skip
+            values.append(value)
+
+
+def _dimension(kernel: str, name: str, tensor: Any, param: str, dim: int) -> int:
+    shape = getattr(tensor, "shape", None)
+    if shape is None:
+        shape = (getattr(tensor, "__cuda_array_interface__", None) or {}).get("shape")
+    if shape is None or dim >= len(shape):
+        raise ArgumentError(f"{kernel}(): {name} is dimension {dim} of {param}'s shape, which "
+                            f"this argument does not have; pass {name}=... by keyword")  # fmt: skip
+    return int(shape[dim])
+
+
+def variant_test(
+    spec: KernelSpec,
+    variant: Variant,
+    assumptions: Sequence[tuple[int, int]],
+    device: Mapping[str, int],
+) -> Fits | None:
+    """One function telling whether ``variant`` is valid at a call's values (None: it is
+    valid at every call). ``device``: the builtins a check may read (NUM_SMS, SMEM)."""
+    names = [p.name for p in spec.params] + [c.name for c in spec.call]
+    consts = {**variant.meta, **device}
+    tests: list[Fits] = []
+    if assumptions:
+        tests.append(_assumptions(assumptions))
+    if spec.derived:
+        derive = compile_function(
+            [parse(d.expr, predicate=True) for d in spec.derived], names, consts
+        )
+        want = tuple(variant.meta[d.name] for d in spec.derived)
+        tests.append(lambda values: derive(*values) == want)
+    if spec.checks:
+        check = compile_function([parse(c, predicate=True) for c in spec.checks], names, consts)
+        tests.append(lambda values: all(check(*values)))
+    if not tests:
+        return None
+    if len(tests) == 1 and assumptions:
+        return tests[0]  # assumptions alone: integer tests that cannot raise
+    return _guarded(tests)
+
+
+def _assumptions(checks: Sequence[tuple[int, int]]) -> Fits:
+    """The assumptions ((position, 16 or 1) pairs) as one generated test: built from
+    integers only, and several times faster than a loop on the per-call path."""
+    aligned = [f"values[{pos}]" for pos, kind in checks if kind == 16]
+    terms = [f"values[{pos}] == 1" for pos, kind in checks if kind != 16]
+    if aligned:  # v & 15 is non-zero exactly when v % 16 is, so OR them all and test once
+        terms.insert(0, f"not (({' | '.join(aligned)}) & 15)")
+    namespace: dict[str, Any] = {}
+    source = f"def fits(values):\n    return {' and '.join(terms)}\n"
+    exec(compile(source, "<aotc assumptions>", "exec"), namespace)
+    fits: Fits = namespace["fits"]
+    return fits
+
+
+def _guarded(tests: Sequence[Fits]) -> Fits:
+    """All of ``tests``, answering False where arithmetic fails (a value that divides by
+    zero): such a variant does not serve the call, and the checked path explains."""
+
+    def fits(values: Values) -> bool:
+        try:
+            return all(t(values) for t in tests)
+        except (ArithmeticError, TypeError):
+            return False
+
+    return fits
+
+
+def explain(spec: KernelSpec, variants: Sequence[Variant], values: Values) -> str:
+    """Why no variant serves a call at ``values``: each derived value no variant has, and
+    the constraints, with what the bundle holds."""
+    names = [p.name for p in spec.params] + [c.name for c in spec.call]
+    parts: list[str] = []
+    for d in spec.derived:
+        held = sorted({repr(v.meta.get(d.name)) for v in variants})
+        consts = dict(variants[0].meta) if variants else {}
+        try:
+            got = compile_function([parse(d.expr, predicate=True)], names, consts)(*values)[0]
+        except (ArithmeticError, TypeError, ValueError) as exc:
+            parts.append(f"{d.name} = {d.expr} cannot be computed at this call ({exc})")
+            continue
+        if repr(got) not in held:
+            parts.append(f"{d.name} = {d.expr} is {got!r} at this call, and the bundle's "
+                         f"variants have {d.name} in {{{', '.join(held)}}}")  # fmt: skip
+    parts += [f"the constraint {c!r} holds for none of them" for c in spec.checks]
+    read: set[str] = set()
+    for text in [d.expr for d in spec.derived] + list(spec.checks):
+        read |= parse(text, predicate=True).names
+    at = ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=False) if n in read)
+    return "; or ".join(parts) + (f" (at {at})" if at else "")

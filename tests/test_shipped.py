@@ -1,0 +1,150 @@
+"""Kernels as their authors ship them (issue 18), built on the CPU and dispatched on the
+fake driver: the signature inferred, ``@triton.autotune``'s configs as the search space
+and its pruning per bucket, ``@triton.heuristics`` rules as per-call values, optional
+pointers, every kind of constexpr, launch values that are no arguments, and no call ever
+run by a variant the build did not make for it."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import loader
+from aot.build import TuneOptions, build
+from aot.errors import RecipeError
+from aot.plan import make_plan
+from aot.recipe import load
+from aot.summary import describe_plan
+from loader import driver
+from tests.fakecuda import FakeLib, FakeTensor
+
+from .conftest import env_for
+
+DATA = Path(__file__).parent / "data" / "shipped"
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped recipe built once, on this CPU (the heuristic picks)."""
+    root = tmp_path_factory.mktemp("shipped")
+    out = root / "shipped.aotc"
+    build(DATA / "shipped.toml", out, env_for(root / "cache"), root,
+          TuneOptions(enabled=False, db=root / "db.jsonl"))  # fmt: skip
+    return out
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLib]:
+    lib = FakeLib()
+    driver.install(driver.Driver(lib))
+    yield lib
+    driver.install(None)
+
+
+def T(addr: int, *shape: int, dtype: str = "torch.float16") -> FakeTensor:
+    return FakeTensor(addr, dtype, shape=shape)
+
+
+def rms_args(rows: int, cols: int, dtype: str = "torch.float16") -> list[object]:
+    x = T(0x1000, rows, cols, dtype=dtype)
+    return [T(0x2000, rows, cols, dtype=dtype), x, T(0x3000, cols, dtype=dtype), cols, cols, 1e-6]
+
+
+def mm_args(m: int, k: int = 1024, bias: bool = True) -> list[object]:
+    n = 1024
+    b = T(0x4000, n) if bias else None
+    return [T(0x1000, m, k), T(0x2000, k, n), T(0x3000, m, n), b, m, n, k, k, 1, n, 1, n, 1]
+
+
+def test_the_signature_is_inferred_and_the_plan_says_so() -> None:
+    recipe = load(DATA / "shipped.toml")
+    rms = recipe.kernels[0]
+    assert dict(rms.signature) == {"Y": "*T", "X": "*T", "W": "*T", "stride": "i32",
+                                   "n_cols": "i32", "eps": "fp32"}  # fmt: skip
+    text = describe_plan(make_plan(recipe))
+    assert "signature: Y: *T*, X: *T*, W: *T*, stride: i32*" in text
+    assert "(* inferred from inputs)" in text
+    assert "call values: n_rows = shape(X, 0)" in text
+    assert "search space: 3 configs (@triton.autotune's configs)" in text
+    assert "per call: EVEN_K = K % BLOCK_K == 0 (@triton.heuristics)" in text
+    assert "optional pointers (built as passed and as None): bias_ptr" in text
+
+
+def test_autotune_configs_are_the_space_and_its_pruning_runs_per_bucket() -> None:
+    plan = make_plan(load(DATA / "shipped.toml"))
+    mm = next(i for i in plan.instances if i.kernel.name == "mm")
+    assert len(mm.configs) == 3
+    small = {dict(c.meta)["BLOCK_M"] for c in mm.candidates((16,))}
+    assert small == {32}  # the author's early_config_prune: BLOCK_M <= max(32, M)
+    assert len(mm.candidates((1024,))) == 3
+
+
+def test_a_heuristic_that_cannot_be_translated_names_the_key_that_replaces_it(
+    tmp_path: Path,
+) -> None:
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "opaque.toml"
+    path.write_text(
+        'format = 1\n[bundle]\nname = "o"\nversion = "1"\ntargets = ["sm_90"]\n'
+        '[[kernel]]\nname = "o"\nsource = "kernels.py:opaque_kernel"\n'
+        'signature = { x_ptr = "*fp16", n = "i32" }\ngrid = "1"\nbuckets = { n = [64] }\n'
+    )
+    with pytest.raises(RecipeError) as e:
+        load(path)
+    msg = str(e.value)
+    assert "[[kernel]] o.derived.BLOCK" in msg and "cannot be translated" in msg
+    assert "args['x_ptr'].dtype.itemsize" in msg and 'derived.BLOCK = "<expression>"' in msg
+    path.write_text(path.read_text() + 'derived = { BLOCK = "64" }\n')
+    assert load(path).kernels[0].derived["BLOCK"].text == "64"
+
+
+def test_a_derived_constexpr_is_dispatched_per_call_and_never_run_unbuilt(
+    shipped: Path, fake: FakeLib
+) -> None:
+    rms = loader.open(shipped)["rms"]
+    assert rms.variant_for(*rms_args(1, 1024)).meta["BLOCK_SIZE"] == 1024
+    assert rms.variant_for(*rms_args(7, 4096)).meta["BLOCK_SIZE"] == 4096
+    # Between the listed sizes and past the buckets: still the value the rule gives.
+    assert rms.variant_for(*rms_args(300, 1000)).meta["BLOCK_SIZE"] == 1024
+    assert rms.variant_for(*rms_args(16, 3000)).meta["BLOCK_SIZE"] == 4096
+    with pytest.raises(loader.ArgumentError) as e:
+        rms(*rms_args(16, 2048))
+    msg = str(e.value)
+    assert "BLOCK_SIZE = next_power_of_2(n_cols) is 2048 at this call" in msg
+    assert "BLOCK_SIZE in {1024, 4096}" in msg and "n_cols=2048" in msg
+    assert fake.launches == []
+    for rows in (1, 5, 300):  # the launch grid reads the call value n_rows = shape(X, 0)
+        rms(*rms_args(rows, 1024))
+    assert [launch.grid for launch in fake.launches] == [(1, 1, 1), (5, 1, 1), (300, 1, 1)]
+    rms(*rms_args(9, 1024), n_rows=3)  # a call value may be passed by keyword too
+    assert fake.launches[-1].grid == (3, 1, 1)
+
+
+def test_heuristic_values_optional_pointers_and_string_constexprs(
+    shipped: Path, fake: FakeLib
+) -> None:
+    mm = loader.open(shipped)["mm"]
+    even = mm.variant_for(*mm_args(16, k=1024))
+    odd = mm.variant_for(*mm_args(16, k=1000))  # EVEN_K is built both ways
+    assert (even.meta["EVEN_K"], odd.meta["EVEN_K"]) == (True, False)
+    assert even.meta["ACTIVATION"] == "relu"
+    with_bias, without = mm.variant_for(*mm_args(64)), mm.variant_for(*mm_args(64, bias=False))
+    assert "bias_ptr" in with_bias.abi and "bias_ptr" not in without.abi
+    for _ in range(3):  # through the fast path too
+        mm(*mm_args(64, bias=False))
+        mm(*mm_args(64))
+    assert len(fake.launches) == 6
+    with pytest.raises(loader.ArgumentError, match="unexpected keyword 'junk'"):
+        mm(*mm_args(64), junk=1)
+    got = mm.launch_config(dtypes={"bias_ptr": "none"}, M=100, K=1000)
+    assert got["EVEN_K"] is False and got["BLOCK_M"] in (32, 64, 128) and "num_warps" in got
+
+
+def test_every_constexpr_kind_compiles(shipped: Path, fake: FakeLib) -> None:
+    consts = loader.open(shipped)["consts"]
+    meta = consts.variant_for(T(0x1000, 1024, dtype="torch.float32"), 1024).meta
+    assert meta == {"SCALE": 0.5, "FLAG": True, "MODE": "neg", "NOTHING": None,
+                    "OUT_T": "tl.float32", "BLOCK": 256}  # fmt: skip
