@@ -27,6 +27,7 @@ from loader.manifest import TRITON_SCRATCH_ARGS
 from .cache import CompileCache, key_of
 from .config import Constexpr, triton_value
 from .errors import BuildError
+from .kernel_env import fixed_for
 from .plan import Instance, Plan, Variant
 from .progress import Progress
 from .signals import detach_worker
@@ -71,7 +72,7 @@ def job_for(plan: Plan, inst: Instance, variant: Variant) -> Job:
     src = plan.sources[kr.name]
     dtypes = dict(variant.dtypes)
     assume = dict(variant.spec.assume)
-    constexprs: dict[str, Constexpr] = {**kr.fixed, **dict(variant.config.meta),
+    constexprs: dict[str, Constexpr] = {**fixed_for(kr, dtypes), **dict(variant.config.meta),
                                         **dict(variant.derived)}  # fmt: skip
     nones = set(variant.nones) | set(kr.always_none)
     signature: list[tuple[str, str]] = []

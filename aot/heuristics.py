@@ -161,11 +161,25 @@ class _Rewrite(ast.NodeTransformer):
         return ast.UnaryOp(node.op, self.visit(node.operand))
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        none_test = self._none_test(node)
+        if none_test is not None:
+            return none_test
         if not all(isinstance(op, _CMPOPS) for op in node.ops):
             raise Untranslatable(f"the comparison `{ast.unparse(node)}`")
         return ast.Compare(
             self.visit(node.left), node.ops, [self.visit(c) for c in node.comparators]
         )
+
+    def _none_test(self, node: ast.Compare) -> ast.AST | None:
+        """``args["b"] is None`` → ``b == 0``: the loader passes a None pointer as 0 (and
+        refuses a null one otherwise), so None-ness is a comparison with 0."""
+        if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Is | ast.IsNot):
+            return None
+        right = node.comparators[0]
+        if not (isinstance(right, ast.Constant) and right.value is None):
+            return None
+        op: ast.cmpop = ast.Eq() if isinstance(node.ops[0], ast.Is) else ast.NotEq()
+        return ast.Compare(self.visit(node.left), [op], [ast.Constant(0)])
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         return ast.BoolOp(node.op, [self.visit(v) for v in node.values])

@@ -22,6 +22,25 @@ from .recipe import KernelRecipe
 Combo = tuple[tuple[str, Constexpr], ...]  # derived constexpr -> value, sorted by name
 
 
+# Element types as ``tl`` names, for a fixed constexpr that follows a dtype variable.
+TL_NAMES = {
+    "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+    "fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "i1": "int1", "i8": "int8", "i16": "int16",
+    "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32",
+    "u64": "uint64",
+}  # fmt: skip
+
+
+def fixed_for(kr: KernelRecipe, binding: Mapping[str, str]) -> dict[str, Constexpr]:
+    """``fixed`` under a binding: a value naming a dtype variable (``compute_type = "T"``)
+    is that variable's element type as a ``tl`` dtype (``"tl.bfloat16"``)."""
+    out = dict(kr.fixed)
+    for name, value in out.items():
+        if isinstance(value, str) and value in kr.dtypes and value in binding:
+            out[name] = "tl." + TL_NAMES[binding[value]]
+    return out
+
+
 def points(kr: KernelRecipe) -> Iterator[tuple[tuple[int, ...], dict[str, int]]]:
     """Every bucket, with its bounds by key, in the row-major order the loader uses."""
     keys = list(kr.buckets)
@@ -47,11 +66,15 @@ def env_at(
     point: Mapping[str, int],
     config: Config | None = None,
     extra: Mapping[str, Any] | None = None,
+    binding: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Every value at ``point`` under ``config`` (``extra``: the target's properties).
-    Raises EnvError naming the size or derived value that cannot be evaluated there."""
+    """Every value at ``point`` under ``config`` (``extra``: the target's properties;
+    ``binding``: which optional pointers are None). Raises EnvError naming the size or
+    derived value that cannot be evaluated there."""
     env: dict[str, Any] = {**kr.fixed, **(config.values() if config else {}), **kr.sizes}
-    env.update({p: 1 for p, t in kr.signature.items() if t.startswith("*")})  # not None
+    # A pointer's value, as the loader sees it: 0 when passed None, else some address.
+    nones = {p for p, t in (binding or {}).items() if t == "none"} | set(kr.always_none)
+    env.update({p: 0 if p in nones else 1 for p, t in kr.signature.items() if t.startswith("*")})
     env.update(point)
     env.update(extra or {})
     for what, exprs in (("sizes", kr.size_exprs), ("derived", kr.derived)):
@@ -75,22 +98,35 @@ def derived_at(kr: KernelRecipe, env: Mapping[str, Any]) -> Combo:
     return tuple(sorted((n, env[n]) for n in kr.derived))
 
 
-def combos(kr: KernelRecipe, config: Config) -> tuple[Combo, ...]:
-    """The derived values a variant of ``config`` is compiled with: those taken at some
-    bucket, and for every boolean one both values (whether a reduction divides evenly,
-    say, depends on a call's sizes, which the buckets only sample)."""
+def combos(kr: KernelRecipe, config: Config, binding: Mapping[str, str]) -> tuple[Combo, ...]:
+    """The derived values a variant of ``config`` is compiled with under ``binding``:
+    those taken at some bucket, and for every boolean one that reads a call's sizes both
+    values (whether a reduction divides evenly depends on sizes the buckets only sample;
+    whether a pointer is None, on the binding alone)."""
     if not kr.derived:
         return ((),)
     seen: set[Combo] = set()
     for _, point in points(kr):
-        seen.add(derived_at(kr, env_at(kr, point, config)))
-    flags = sorted({n for combo in seen for n, x in combo if isinstance(x, bool)})
+        seen.add(derived_at(kr, env_at(kr, point, config, binding=binding)))
+    varying = _varying(kr)
+    flags = sorted({n for combo in seen for n, x in combo if isinstance(x, bool) and n in varying})
     out: set[Combo] = set()
     for combo in seen:
         fixed = [(n, x) for n, x in combo if n not in flags]
         for values in itertools.product((False, True), repeat=len(flags)):
             out.add(tuple(sorted([*fixed, *zip(flags, values, strict=True)])))
     return tuple(sorted(out, key=_combo_key))
+
+
+def _varying(kr: KernelRecipe) -> set[str]:
+    """The derived values that read (directly or through another) a value that changes
+    from call to call: an integer or float argument, or a call value."""
+    sizes = {p for p, t in kr.signature.items() if not t.startswith("*")} | set(kr.call)
+    varying: set[str] = set()
+    for name, e in kr.derived.items():  # in evaluation order: each reads those before it
+        if e.names & (sizes | varying):
+            varying.add(name)
+    return varying
 
 
 def _combo_key(combo: Combo) -> tuple[Any, ...]:

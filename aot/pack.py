@@ -12,6 +12,7 @@ from loader.format import encode
 
 from . import __version__
 from .compile import Compiled
+from .kernel_env import fixed_for
 from .plan import Config, Plan, Variant
 from .plan_checks import call_dependent
 from .recipe import KernelRecipe
@@ -39,7 +40,11 @@ def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.Variant:
         num_stages=config.num_stages,
         shared=c.shared,
         regs=c.regs,
-        meta={**kr.fixed, **dict(config.meta), **dict(c.variant.derived)},
+        meta={
+            **fixed_for(kr, dict(c.variant.dtypes)),
+            **dict(config.meta),
+            **dict(c.variant.derived),
+        },
         assume=dict(c.variant.spec.assume),
         abi=c.abi,
     )
@@ -54,10 +59,11 @@ def kernel_record(kr: KernelRecipe, instances: tuple[mf.Instance, ...]) -> mf.Ke
         bucket_keys=tuple(kr.buckets),
         buckets=tuple(kr.buckets.values()),
         instances=instances,
-        call=tuple(mf.CallValue(c.name, c.arg, c.dim) for c in kr.call.values()),
+        call=tuple(mf.CallValue(c.name, c.arg, c.dim, c.rank) for c in kr.call.values()),
         derived=tuple(mf.Derived(n, e.text) for n, e in kr.derived.items()),
         checks=tuple(c.text for c in kr.constraints if call_dependent(kr, c)),
         optional=tuple(sorted(kr.optional + kr.always_none)),
+        host=kr.host,
     )
 
 

@@ -161,8 +161,9 @@ def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
                     f"no candidate fits {target.name}: {'; '.join(reasons[:3])}",
                 )
             allowed = allowed_by_bucket(recipe, kr, target, fit)
-            derived = {c: combos(kr, c) for c in fit} if kr.derived else {}
             for binding in bindings(kr):
+                b = dict(binding)
+                derived = {c: combos(kr, c, b) for c in fit} if kr.derived else {}
                 instances.append(
                     Instance(kr, target, binding, fit, pruned, specs, allowed, derived)
                 )

@@ -22,6 +22,8 @@ class Param:
     annotation: str  # Triton's normalised annotation ("i32", "*fp16", "constexpr", "")
     has_default: bool
     default: Any = None
+    specialize: bool = True  # not in the author's do_not_specialize
+    align: bool = True  # not in the author's do_not_specialize_on_alignment
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ def unwrap(obj: Any) -> Shipped:
             annotation=str(p.annotation),
             has_default=bool(p.has_default),
             default=p.default if p.has_default else None,
+            specialize=not p.do_not_specialize,
+            align=not p.do_not_specialize_on_alignment,
         )
         for p in node.params
     )

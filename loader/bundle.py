@@ -29,9 +29,19 @@ from .errors import ArgumentError, BundleError, CudaError, NoTargetError
 from .expr import compile_function, parse
 from .fastcall import PACK_ERRORS, FastPath, ParamBuffer, choice_table
 from .format import BundleFile
-from .manifest import GIVEN, NONE, KernelSpec, Manifest, ManifestError, Param, Target, Variant
+from .manifest import (
+    GIVEN,
+    NONE,
+    CallValue,
+    KernelSpec,
+    Manifest,
+    ManifestError,
+    Param,
+    Target,
+    Variant,
+)
 from .pipeline import Pipeline
-from .validity import CallValues, explain, variant_test
+from .validity import CallValues, explain, value_names, variant_test
 
 CUDA_ERROR_INVALID_CONTEXT = _driver.CUDA_ERROR_INVALID_CONTEXT
 _MAX_GRID = (2**31 - 1, 65535, 65535)
@@ -224,7 +234,7 @@ class Launcher:
         self.fits = variant_test(spec, variant, assumption_checks(variant, param_index), device)
         self.block = variant.num_warps * 32
         self.shared = variant.shared
-        names = [p.name for p in spec.params] + [c.name for c in spec.call]
+        names = value_names(spec)
         consts = {**variant.meta, "NUM_SMS": source.device.sms}
         self.grid: Callable[..., tuple[int, ...]] = compile_function(
             [parse(g) for g in spec.grid], names, consts
@@ -380,8 +390,9 @@ class Kernel:
         }
         self._stream = _args.CurrentStream(source.device.ordinal)
         grid_names = set().union(*(parse(g).names for g in spec.grid))
+        keyword = [*spec.call, *(CallValue(h) for h in spec.host)]
         self._fast = FastPath(spec.params, self._key_positions, spec.buckets, grid_names,
-                              optional=spec.optional, call=spec.call)  # fmt: skip
+                              optional=spec.optional, call=keyword)  # fmt: skip
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)

@@ -40,6 +40,8 @@ def check_kernel(k: KernelSpec) -> None:
 
     types = _params(k)
     call = _call_values(k, types)
+    if len(set(k.host)) != len(k.host) or set(k.host) & (set(types) | call):
+        raise DecodeError("host", "names a value twice, or a parameter or call value")
     ints = {n for n, t in types.items() if t in INT_TYPES} | call
     grid_reads = _reads(k.grid, "grid", predicate=False)
     for j, key in enumerate(k.bucket_keys):
@@ -60,8 +62,10 @@ def check_kernel(k: KernelSpec) -> None:
             raise DecodeError(f"optional[{j}]", f"{name!r} is not a pointer parameter")
     buckets = math.prod(len(b) for b in k.buckets)
     builtins = set(GRID_BUILTINS)
-    free = {"the grid": grid_reads - ints - builtins,
-            "a derived value or check": reads - ints - builtins - set(derived)}  # fmt: skip
+    free = {
+        "the grid": grid_reads - ints - builtins,
+            "a derived value or check": reads - set(types) - call - builtins - set(derived),
+    }  # fmt: skip
     for i, inst in enumerate(k.instances):
         _instance(k, inst, f"instances[{i}]", types, free, buckets)
 
@@ -163,9 +167,9 @@ def _instance(
             if bad:
                 raise DecodeError(f"{where}.meta", f"{what} reads {bad[0]}, which is not an "
                                   f"integer here ({v.meta[bad[0]]!r})")  # fmt: skip
-        missing = [d.name for d in k.derived if d.name not in v.meta]
+        missing = [n for n in [d.name for d in k.derived] + list(k.host) if n not in v.meta]
         if missing:
-            raise DecodeError(f"{where}.meta", f"has no value for the derived {missing[0]}")
+            raise DecodeError(f"{where}.meta", f"has no value for {missing[0]}")
 
 
 def _literal(text: str) -> bool:

@@ -138,7 +138,8 @@ class FastPath:
             "known_names": frozenset(c.name for c in call),
             "nothing": {},
         }
-        shapes = [(index[c.arg], c.dim) if c.arg else None for c in call]
+        # A rank the bundle was built for is the checked path's to enforce: never fast.
+        shapes = [(index[c.arg], c.dim, c.rank) if c.arg else None for c in call]
         source = _source(params, bucket_positions, {index[n] for n in optional}, shapes)
         functions = _generate(source, env)
         self._signature: Callable[[Sequence[Any]], tuple[Any, ...]] = functions["signature"]
@@ -164,7 +165,7 @@ def _source(
     params: Sequence[Param],
     bucket_positions: Sequence[int],
     optional: Collection[int] = (),
-    shapes: Sequence[tuple[int, int] | None] = (),
+    shapes: Sequence[tuple[int, int, int | None] | None] = (),
 ) -> str:
     """``signature(args)`` and ``lookup(args, call)`` for this parameter list, unrolled.
     ``optional``: pointer positions that may be None; ``shapes``: per call value, the
@@ -181,12 +182,15 @@ def _source(
         f"call[names[{j}]] if names[{j}] in call else a{at[0]}.shape[{at[1]}]"
         for j, at in enumerate(shapes)
     ]  # fmt: skip
+    ranks = [f"len(a{at[0]}.shape) != {at[2]} and names[{j}] not in call"
+             for j, at in enumerate(shapes) if at is not None and at[2] is not None]  # fmt: skip
     call_values = f"\n        values += {_tuple(extra)}" if extra else ""
     # struct packs i1/u1 as bytes, so their 0..1 range needs a test of its own.
     refuse = [f"not values[{i}]" for i in pointers if i not in optional] + [
         f"not 0 <= values[{i}] <= 1" for i, p in enumerate(params) if p.type in ("i1", "u1")
     ]
     refuse += [f"type(values[{len(params) + j}]) is not int" for j in range(len(shapes))]
+    refuse += ranks
     strange = "call and not call.keys() <= known_names" if shapes else "call"
     if not bucket_positions:
         bucket = "0"

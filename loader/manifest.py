@@ -171,6 +171,7 @@ class CallValue(_Coded):
     name: str
     arg: str | None = field(default=None, metadata=codec.spec(omit_default=True))
     dim: Small = field(default=0, metadata=codec.spec(omit_default=True))
+    rank: Small | None = field(default=None, metadata=codec.spec(omit_default=True))
 
 
 _OMIT = codec.spec(omit_default=True)
@@ -191,6 +192,8 @@ class KernelSpec(_Coded):
     derived: tuple[Derived, ...] = field(default=(), metadata=_OMIT)  # in evaluation order
     checks: tuple[str, ...] = field(default=(), metadata=_OMIT)  # the recipe's constraints
     optional: tuple[str, ...] = field(default=(), metadata=_OMIT)  # pointers that may be None
+    # Meta-parameters the caller's host code depends on: passed by keyword, matched exactly.
+    host: tuple[str, ...] = field(default=(), metadata=_OMIT)
 
     def _validate(self) -> None:
         from .checks import check_kernel

@@ -34,13 +34,16 @@ class CallValues:
     def __init__(self, spec: KernelSpec):
         self.kernel = spec.name
         self.params = [p.name for p in spec.params]
-        self.names = [c.name for c in spec.call]
+        self.names = [c.name for c in spec.call] + list(spec.host)
+        self.host = frozenset(spec.host)
         index = {p: i for i, p in enumerate(self.params)}
-        self._from = [(c.name, index.get(c.arg) if c.arg else None, c.dim) for c in spec.call]
+        self._from = [(c.name, index.get(c.arg) if c.arg else None, c.dim, c.rank)
+                      for c in spec.call] + [(h, None, 0, None) for h in spec.host]  # fmt: skip
 
     @property
     def all_names(self) -> list[str]:
-        """Every value a call has, in order: the parameters, then the call values."""
+        """Every value a call has, in order: the parameters, the call values, the host
+        values."""
         return self.params + self.names
 
     def extend(self, values: list[Any], args: Sequence[Any], given: Mapping[str, Any]) -> None:
@@ -50,28 +53,40 @@ class CallValues:
             have = ", ".join(self.names) or "none"
             raise ArgumentError(f"{self.kernel}() got an unexpected keyword {unknown[0]!r}; "
                                 f"its call values are: {have}")  # fmt: skip
-        for name, arg, dim in self._from:
+        for name, arg, dim, rank in self._from:
             if name in given:
                 value = given[name]
+            elif name in self.host:
+                raise ArgumentError(f"{self.kernel}() needs {name}=..., the value the host "
+                                    "data was prepared for (launch_config() gives it)")  # fmt: skip
             elif arg is None:
                 raise ArgumentError(f"{self.kernel}() needs the call value {name}=... (a "
                                     "launch value that is not a kernel argument)")  # fmt: skip
             else:
-                value = _dimension(self.kernel, name, args[arg], self.params[arg], dim)
+                value = _dimension(self.kernel, name, args[arg], self.params[arg], dim, rank)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ArgumentError(f"{self.kernel}(): call value {name} must be an int, got "
                                     f"{type(value).__name__}")  # fmt: skip
             values.append(value)
 
 
-def _dimension(kernel: str, name: str, tensor: Any, param: str, dim: int) -> int:
+def _dimension(kernel: str, name: str, tensor: Any, param: str, dim: int, rank: int | None) -> int:
     shape = getattr(tensor, "shape", None)
     if shape is None:
         shape = (getattr(tensor, "__cuda_array_interface__", None) or {}).get("shape")
     if shape is None or dim >= len(shape):
         raise ArgumentError(f"{kernel}(): {name} is dimension {dim} of {param}'s shape, which "
                             f"this argument does not have; pass {name}=... by keyword")  # fmt: skip
+    if rank is not None and len(shape) != rank:
+        raise ArgumentError(f"{kernel}(): {name} is dimension {dim} of {param}'s shape, which "
+                            f"the bundle was built for as {rank}-D; this {param} is "
+                            f"{len(shape)}-D: pass {name}=... by keyword, or reshape")  # fmt: skip
     return int(shape[dim])
+
+
+def value_names(spec: KernelSpec) -> list[str]:
+    """A call's values, in order: the parameters, the call values, the host values."""
+    return [p.name for p in spec.params] + [c.name for c in spec.call] + list(spec.host)
 
 
 def variant_test(
@@ -82,11 +97,15 @@ def variant_test(
 ) -> Fits | None:
     """One function telling whether ``variant`` is valid at a call's values (None: it is
     valid at every call). ``device``: the builtins a check may read (NUM_SMS, SMEM)."""
-    names = [p.name for p in spec.params] + [c.name for c in spec.call]
+    names = value_names(spec)
     consts = {**variant.meta, **device}
     tests: list[Fits] = []
     if assumptions:
         tests.append(_assumptions(assumptions))
+    if spec.host:
+        first = len(names) - len(spec.host)
+        pinned = tuple((first + j, variant.meta[h]) for j, h in enumerate(spec.host))
+        tests.append(lambda values: all(values[i] == x for i, x in pinned))
     if spec.derived:
         derive = compile_function(
             [parse(d.expr, predicate=True) for d in spec.derived], names, consts
@@ -133,7 +152,7 @@ def _guarded(tests: Sequence[Fits]) -> Fits:
 def explain(spec: KernelSpec, variants: Sequence[Variant], values: Values) -> str:
     """Why no variant serves a call at ``values``: each derived value no variant has, and
     the constraints, with what the bundle holds."""
-    names = [p.name for p in spec.params] + [c.name for c in spec.call]
+    names = value_names(spec)
     parts: list[str] = []
     for d in spec.derived:
         held = sorted({repr(v.meta.get(d.name)) for v in variants})
@@ -147,6 +166,11 @@ def explain(spec: KernelSpec, variants: Sequence[Variant], values: Values) -> st
             parts.append(f"{d.name} = {d.expr} is {got!r} at this call, and the bundle's "
                          f"variants have {d.name} in {{{', '.join(held)}}}")  # fmt: skip
     parts += [f"the constraint {c!r} holds for none of them" for c in spec.checks]
+    first = len(names) - len(spec.host)
+    for j, h in enumerate(spec.host):
+        held = sorted({repr(v.meta.get(h)) for v in variants})
+        parts.append(f"{h}={values[first + j]!r} was asked for, and the variants have {h} in "
+                     f"{{{', '.join(held)}}}")  # fmt: skip
     read: set[str] = set()
     for text in [d.expr for d in spec.derived] + list(spec.checks):
         read |= parse(text, predicate=True).names

@@ -6,6 +6,7 @@ run by a variant the build did not make for it."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,3 +149,68 @@ def test_every_constexpr_kind_compiles(shipped: Path, fake: FakeLib) -> None:
     meta = consts.variant_for(T(0x1000, 1024, dtype="torch.float32"), 1024).meta
     assert meta == {"SCALE": 0.5, "FLAG": True, "MODE": "neg", "NOTHING": None,
                     "OUT_T": "tl.float32", "BLOCK": 256}  # fmt: skip
+
+
+def blocked_args(n: int, em: int, bias: bool = True, dtype: str = "torch.float16") -> list[object]:
+    b = T(0x2000, n, dtype=dtype) if bias else None
+    return [T(0x1000, n, dtype=dtype), b, T(0x3000, em, dtype=dtype), n, em]
+
+
+def test_host_values_are_pinned_and_none_tests_become_per_call_values(
+    shipped: Path, fake: FakeLib
+) -> None:
+    blocked = loader.open(shipped)["blocked"]
+    cfg = blocked.launch_config(dtypes={"T": "fp16", "bias_ptr": "given"}, n=50)
+    block = cfg["BLOCK_M"]
+    with pytest.raises(
+        loader.ArgumentError, match=re.escape("needs BLOCK_M=..., the value the host data")
+    ):
+        blocked(*blocked_args(50, 64))
+    v = blocked.variant_for(*blocked_args(50, 64), BLOCK_M=block)
+    assert v.meta["BLOCK_M"] == block and v.meta["HAS_BIAS"] is True
+    assert blocked.variant_for(*blocked_args(50, 64, bias=False), BLOCK_M=block).meta[
+        "HAS_BIAS"] is False  # fmt: skip
+    # A constexpr that follows the dtype variable.
+    assert v.meta["DT"] == "tl.float16"
+    bf16 = blocked_args(50, 64, dtype="torch.bfloat16")
+    assert blocked.variant_for(*bf16, BLOCK_M=block).meta["DT"] == "tl.bfloat16"
+    with pytest.raises(loader.ArgumentError) as e:
+        blocked(*blocked_args(50, 64), BLOCK_M=32)  # built for 16 and 64 only
+    assert "BLOCK_M=32 was asked for" in str(e.value) and fake.launches == []
+    blocked(*blocked_args(50, 64), BLOCK_M=block)
+    assert len(fake.launches) == 1
+
+
+def test_the_default_specialization_is_the_jits_for_the_example() -> None:
+    plan = make_plan(load(DATA / "shipped.toml"))
+    mm = next(i for i in plan.instances if i.kernel.name == "mm")
+    special = dict(mm.specs[0].assume)
+    # Strides of 1 are compiled in as 1; pointers and multiples of 16 as divisible by 16;
+    # the bucket key M is left free.
+    assert special["sak"] == 1 and special["scn"] == 1 and special["sam"] == 16
+    assert special["a_ptr"] == 16 and "M" not in special
+
+
+def test_a_shape_call_value_refuses_a_tensor_of_another_rank(shipped: Path, fake: FakeLib) -> None:
+    rms = loader.open(shipped)["rms"]
+    args = rms_args(4, 1024)
+    args[1] = T(0x1000, 2, 4, 1024)  # X as 3-D: dimension 0 is no row count
+    with pytest.raises(loader.ArgumentError, match="built for as 2-D; this X is 3-D"):
+        rms(*args)
+    rms(*args, n_rows=8)  # passed by keyword, the rank does not matter
+    assert fake.launches[-1].grid == (8, 1, 1)
+
+
+def test_a_size_that_no_expression_reads_must_be_an_argument(tmp_path: Path) -> None:
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "shipped.toml"
+    path.write_text(path.read_text().replace("sizes = { experts = 8,", "sizes = { expert = 8,"))
+    with pytest.raises(
+        RecipeError, match=re.escape("blocked.sizes.EM: reads experts, which is no")
+    ):
+        load(path)
+    path.write_text(
+        path.read_text().replace("sizes = { expert = 8,", "sizes = { unused = 3, experts = 8,")
+    )
+    with pytest.raises(RecipeError, match=re.escape("blocked.sizes.unused: unused is no argument")):
+        load(path)

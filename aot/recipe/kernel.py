@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +24,23 @@ from ..config import Config, Constexpr
 from ..shipped import Autotune, Shipped
 from .kernel_access import parse_access
 from .kernel_call import CallValue, parse_call
-from .kernel_launch import check_tiles, parse_constraints, parse_grid, parse_specializations
-from .kernel_meta import Meta, parse_meta
+from .kernel_launch import (
+    check_tiles,
+    example_specializations,
+    parse_constraints,
+    parse_grid,
+    parse_specializations,
+)
+from .kernel_meta import Meta, parse_host, parse_meta
 from .kernel_names import Names
-from .kernel_signature import annotated, given_types, inferred_types, inputs_function, introspect
+from .kernel_signature import (
+    Example,
+    annotated,
+    given_types,
+    inferred_types,
+    inputs_function,
+    introspect,
+)
 from .kernel_space import LAUNCH_OPTIONS, parse_default
 from .kernel_tune import TuneSettings, parse_tune
 from .kernel_values import Values, parse_values
@@ -35,8 +48,8 @@ from .validate import IDENT, Validator, show, sorted_names
 
 KERNEL_KEYS = (
     "tune", "name", "source", "signature", "dtypes", "grid", "buckets", "sizes", "fixed",
-    "space", "default", "derived", "call", "optional", "constraints", "specializations",
-    "reference", "inputs", "shapes", "strides", "writes",
+    "space", "default", "derived", "call", "optional", "host", "constraints",
+    "specializations", "reference", "inputs", "shapes", "strides", "writes",
 )  # fmt: skip
 
 
@@ -80,6 +93,10 @@ class KernelRecipe:
     inferred: tuple[str, ...] = ()  # runtime params whose types were inferred
     autotune: Autotune | None = field(default=None, compare=False)
     heuristics: Mapping[str, str] = field(default_factory=dict)  # rule -> translated text
+    # Meta-parameters the caller's host code depends on (tokens padded to BLOCK_SIZE_M):
+    # a call passes them by keyword, as launch_config() gave them, and only a variant with
+    # those values may serve it.
+    host: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:
@@ -112,8 +129,9 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
     call = parse_call(v, k, w, kernel)
     reference, inputs = _references(v, k, w, root)
     values = parse_values(v, k, w, kernel, call)
-    signature, inferred, nones = _signature(v, k, w, kernel, dtypes, inputs, root, values, meta)
-    optional, always_none = _optional(v, k, w, signature, nones)
+    values.check_names(v, w, kernel, meta)
+    signature, inferred, example = _signature(v, k, w, kernel, dtypes, inputs, root, values, meta)
+    optional, always_none = _optional(v, k, w, signature, example)
     buckets, sizes = values.typed(v, w, signature)
     names = Names(
         w=w,
@@ -123,11 +141,16 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         sizes=frozenset(sizes) | set(values.exprs),
         fixed=frozenset(meta.fixed) | set(meta.derived),
         searched=frozenset(meta.searched),
+        constants=frozenset(values.constants),
     )
     values.check_exprs(v, w, names)
     derived = ordered_derived(v, w, meta.derived, names)
     grid = parse_grid(v, k, w, names)
     check_tiles(v, w, grid, meta.space_values())
+    tune = parse_tune(v, k, w, root, names)
+    values.check_constants(v, w, tune)
+    if example is not None:
+        call = {n: replace(c, rank=example.rank(c.arg)) if c.arg else c for n, c in call.items()}
     return KernelRecipe(
         name=name,
         source=source,
@@ -142,8 +165,8 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         space=meta.space,
         default=parse_default(v, k, w, meta.space),
         constraints=parse_constraints(v, k, w, names),
-        specializations=parse_specializations(v, k, w, signature, buckets),
-        tune=parse_tune(v, k, w, root, names),
+        specializations=_specializations(v, k, w, signature, buckets, kernel, example),
+        tune=tune,
         reference=reference,
         inputs=inputs,
         **_access(v, k, w, signature),
@@ -157,7 +180,22 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         inferred=inferred,
         autotune=kernel.autotune,
         heuristics=meta.translated,
+        host=parse_host(v, k, w, meta),
     )
+
+
+def _specializations(
+    v: Validator,
+    k: Mapping[str, Any],
+    w: str,
+    signature: Mapping[str, str],
+    buckets: Mapping[str, tuple[int, ...]],
+    kernel: Shipped,
+    example: Example | None,
+) -> tuple[Mapping[str, int], ...]:
+    if "specializations" in k or example is None:
+        return parse_specializations(v, k, w, signature, buckets)
+    return example_specializations(kernel, example, signature, buckets)
 
 
 def ordered_derived(
@@ -194,20 +232,23 @@ def _signature(
     root: Path,
     values: Values,
     meta: Meta,
-) -> tuple[dict[str, str], tuple[str, ...], frozenset[str]]:
-    """The runtime arguments' types: given, annotated, else inferred from ``inputs``."""
+) -> tuple[dict[str, str], tuple[str, ...], Example | None]:
+    """The runtime arguments' types: given, annotated, else inferred from ``inputs`` (whose
+    example is returned too; None when nothing was inferred)."""
     known = {**annotated(kernel), **given_types(v, k, w, kernel, dtypes)}
     wanted = [p.name for p in kernel.runtime if p.name not in known]
     inferred: dict[str, str] = {}
     nones: frozenset[str] = frozenset()
+    example = None
     if wanted:
         fn = inputs_function(v, f"{w}.inputs", inputs, root)
         names = sorted(dtypes)
         bindings = [dict(zip(names, c, strict=True))
                     for c in itertools.product(*(dtypes[n] for n in names))]  # fmt: skip
         probe = values.probe(meta)
-        inferred, nones = inferred_types(v, w, kernel, wanted, fn, bindings, probe,
-                                         meta.first_config())  # fmt: skip
+        example = inferred_types(v, w, kernel, wanted, fn, bindings, probe,
+                                 {**meta.fixed, **meta.first_config()})  # fmt: skip
+        inferred, nones = example.types, example.nones
     signature = {p.name: known.get(p.name) or inferred.get(p.name) or "" for p in kernel.runtime}
     for var in dtypes:
         if f"*{var}" not in signature.values():
@@ -215,13 +256,14 @@ def _signature(
     untyped = [p for p, t in signature.items() if not t and p not in nones]
     if untyped:  # pragma: no cover - inferred_types names every wanted argument
         v.fail(f"{w}.signature", f"no type for {', '.join(untyped)}")
-    return signature, tuple(inferred), nones
+    return signature, tuple(inferred), example
 
 
 def _optional(
-    v: Validator, k: Mapping[str, Any], w: str, signature: dict[str, str], nones: frozenset[str]
+    v: Validator, k: Mapping[str, Any], w: str, signature: dict[str, str], example: Example | None
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Pointers built both ways (``optional``), and those ``inputs`` always passes as None."""
+    nones = example.nones if example is not None else frozenset()
     raw = k.get("optional", [])
     key = f"{w}.optional"
     pointers = [p for p, t in signature.items() if t.startswith("*") or p in nones]

@@ -28,6 +28,9 @@ class CallValue:
     name: str
     arg: str | None = None
     dim: int = 0
+    # The rank of ``arg`` in the recipe's example: a call whose tensor has another rank is
+    # refused (dimension 0 of a 3-D tensor is no row count), unless the value is passed.
+    rank: int | None = None
 
     @property
     def text(self) -> str:

@@ -11,7 +11,9 @@ from typing import Any
 from loader.expr import Expr, parse
 from loader.manifest import INT_TYPES
 
+from ..shipped import Shipped
 from .kernel_names import Names
+from .kernel_signature import Example
 from .validate import Validator, show
 
 SPEC_VALUES = (0, 1, 16)  # no assumption, equal to 1, divisible by 16
@@ -106,3 +108,31 @@ def _specialization(
     if not resolved:
         v.fail(key, "assumes nothing; the generic variant is always built, drop this entry")
     return resolved
+
+
+def example_specializations(
+    kernel: Shipped,
+    example: Example,
+    signature: Mapping[str, str],
+    buckets: Mapping[str, tuple[int, ...]],
+) -> tuple[Mapping[str, int], ...]:
+    """The specialization Triton's JIT would compile for the recipe's example: each
+    pointer divisible by 16, each integer equal to 1 or divisible by 16 as its example
+    value is — except bucket keys (they change from call to call) and the parameters the
+    author keeps from specializing (``do_not_specialize``). The generic variant is added
+    beside it, for the calls it does not fit."""
+    ints = example.ints()
+    profile: dict[str, int] = {}
+    for p in kernel.runtime:
+        t = signature.get(p.name, "")
+        if p.name in buckets or not p.specialize:
+            continue
+        if t.startswith("*") and p.align:
+            profile[p.name] = 16
+        elif t in INT_TYPES and t not in ("i1", "u1") and p.name in ints:
+            x = ints[p.name]
+            if x == 1:
+                profile[p.name] = 1
+            elif x % 16 == 0 and p.align:
+                profile[p.name] = 16
+    return (profile,) if profile else ()

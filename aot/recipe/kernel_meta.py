@@ -112,3 +112,12 @@ def _heuristics(
         derived[name] = v.parse_expr(text, key, predicate=True)
         translated[name] = text
     return translated
+
+
+def parse_host(v: Validator, k: Mapping[str, Any], w: str, meta: Meta) -> tuple[str, ...]:
+    """``host``: meta-parameters the caller's host code depends on."""
+    known = sorted(set(meta.fixed) | set(meta.derived) | (set(meta.searched) - set(LAUNCH_OPTIONS)))
+    raw = k.get("host", [])
+    names = v.choices(raw, f"{w}.host", known, "meta-parameter names", "a meta-parameter",
+                      '["BLOCK_SIZE_M"]')  # fmt: skip
+    return tuple(names)

@@ -35,6 +35,9 @@ class Names:
     sizes: frozenset[str]  # the other integer arguments given a representative value
     fixed: frozenset[str]
     searched: frozenset[str]  # space, with num_warps and num_stages
+    # Sizes that are neither arguments nor call values (num_experts): values for size
+    # expressions, tune.flops/bytes and inputs at build time, never read at run time.
+    constants: frozenset[str] = frozenset()
 
     @property
     def sized(self) -> frozenset[str]:
@@ -75,16 +78,17 @@ class Names:
     def derived(self, v: Validator, key: str, e: Expr) -> None:
         """A constexpr computed per call reads integer arguments, call values and other
         meta-parameters; the integers need a value where the build evaluates it."""
-        unknown = e.names - self.ints - self.meta
+        unknown = e.names - self.arguments - self.meta
         if unknown:
             v.fail(key, f"unknown name(s) {sorted_names(unknown)}; a derived value reads "
-                   "integer arguments, call values and meta-parameters")  # fmt: skip
+                   "arguments (a pointer as 0 when it is None), call values and "
+                   "meta-parameters")  # fmt: skip
         self.check_sized(v, key, (e,))
 
     def per_bucket(self, v: Validator, raw: Any, key: str) -> Expr:
         """An expression evaluated once per bucket (``tune.flops``, ``tune.bytes``)."""
         e = v.parse_expr(raw, key)
-        unknown = e.names - self.arguments - self.meta
+        unknown = e.names - self.arguments - self.meta - self.constants
         if unknown:
             v.fail(key, f"unknown name(s) {sorted_names(unknown)}; it reads bucket keys, "
                    "sizes and fixed values")  # fmt: skip

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,15 +114,16 @@ def inferred_types(
     bindings: Sequence[Mapping[str, str]],
     sizes: Mapping[str, int],
     config: Mapping[str, Any],
-) -> tuple[dict[str, str], frozenset[str]]:
-    """Types of the ``wanted`` arguments from ``inputs``' example values, and the arguments
-    it passed as None (optional pointers)."""
+) -> Example:
+    """Types of the ``wanted`` arguments from ``inputs``' example values, the arguments it
+    passed as None (optional pointers), and the first binding's example values."""
     if inputs is None:
         v.fail(f"{w}.signature", f"{kernel.name} takes {', '.join(wanted)}, whose types are "
                "not annotated: give the recipe's inputs (its example arguments, which the "
                f"types are read from) or list them under {w}.signature")  # fmt: skip
     ref, fn = inputs
     per_binding: list[dict[str, str | None]] = []
+    first: dict[str, Any] = {}
     for binding in bindings:
         args = _example(v, w, ref, fn, sizes, binding, config)
         runtime = [p.name for p in kernel.runtime]
@@ -129,6 +131,7 @@ def inferred_types(
             v.fail(f"{w}.inputs", f"{ref} returned {len(args)} arguments; {kernel.name} takes "
                    f"{len(runtime)} at run time ({', '.join(runtime)})")  # fmt: skip
         per_binding.append({n: _type_of(a) for n, a in zip(runtime, args, strict=True)})
+        first = first or dict(zip(runtime, args, strict=True))
     types: dict[str, str] = {}
     nones: set[str] = set()
     for name in wanted:
@@ -137,7 +140,24 @@ def inferred_types(
             nones.add(name)
             continue
         types[name] = _generalise(v, w, name, [str(t) for t in seen], bindings)
-    return types, frozenset(nones)
+    return Example(types, frozenset(nones), first)
+
+
+@dataclass(frozen=True)
+class Example:
+    """What ``inputs`` told: types, arguments passed as None, and the example values (the
+    first dtype binding's): integers as given, tensors as their rank (``ndim``)."""
+
+    types: dict[str, str]
+    nones: frozenset[str]
+    values: dict[str, Any]
+
+    def ints(self) -> dict[str, int]:
+        return {n: x for n, x in self.values.items() if type(x) is int}
+
+    def rank(self, name: str) -> int | None:
+        shape = getattr(self.values.get(name), "shape", None)
+        return None if shape is None else len(shape)
 
 
 def _example(
@@ -159,10 +179,19 @@ def _example(
         with torch.device("meta"):
             args = fn(dict(sizes), dict(binding), **kwargs)
     except Exception as exc:
-        how = "sizes, dtypes, device='meta'" if "device" in kwargs else "sizes, dtypes"
-        v.fail(f"{w}.inputs", f"{ref}({how}) "
-               f"raised {type(exc).__name__}: {exc}; the signature is read from its example "
-               "arguments (let it take device=, or list the types under signature)")  # fmt: skip
+        # Code that computes on the data (a routing's argsort, say) cannot run on meta
+        # tensors: the CPU can run it, at the cost of real memory.
+        if "device" not in kwargs:
+            v.fail(f"{w}.inputs", f"{ref}(sizes, dtypes) raised {type(exc).__name__}: {exc}; "
+                   "the signature is read from its example arguments (let it take device=, "
+                   "or list the types under signature)")  # fmt: skip
+        try:
+            args = fn(dict(sizes), dict(binding), **{**kwargs, "device": "cpu"})
+        except Exception as exc2:
+            v.fail(f"{w}.inputs", f"{ref}(sizes, dtypes, device=...) raised "
+                   f"{type(exc).__name__}: {exc} on 'meta' and {type(exc2).__name__}: {exc2} "
+                   "on 'cpu'; the signature is read from its example arguments (or list the "
+                   "types under signature)")  # fmt: skip
     if not isinstance(args, list | tuple):
         v.fail(f"{w}.inputs", f"{ref} returned {type(args).__name__}; return the runtime "
                "arguments as a list")  # fmt: skip

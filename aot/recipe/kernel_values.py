@@ -33,6 +33,7 @@ class Values:
     sizes: dict[str, int]
     exprs: dict[str, Expr] = field(default_factory=dict)
     call: Mapping[str, CallValue] = field(default_factory=dict)
+    constants: dict[str, int] = field(default_factory=dict)  # sizes of no argument
 
     def typed(
         self, v: Validator, w: str, signature: Mapping[str, str]
@@ -53,7 +54,17 @@ class Values:
             v.fits(size, key, ptype, f"the type of {name} in signature")
         for name in self.exprs:
             self._int_type(v, f"{w}.sizes.{name}", name, signature, "sizes")
-        return out, dict(self.sizes)
+        return out, {**self.sizes, **self.constants}
+
+    def check_constants(self, v: Validator, w: str, tune: Any) -> None:
+        """A size of no argument is a constant for expressions: one that no size expression
+        nor tune.flops/bytes reads is most likely a misspelt argument."""
+        read: set[str] = set().union(*(e.names for e in self.exprs.values()))
+        read |= set().union(*(e.names for e in (tune.flops, tune.bytes) if e is not None))
+        for name in self.constants:
+            if name not in read:
+                v.fail(f"{w}.sizes.{name}", f"{name} is no argument or call value, and no size "
+                       "expression or tune.flops/bytes reads it; check its spelling")  # fmt: skip
 
     def _int_type(
         self, v: Validator, key: str, name: str, signature: Mapping[str, str], table: str
@@ -72,6 +83,7 @@ class Values:
         each bucket key (so an argument that needs 64 bits shows it)."""
         out = {n: b[-1] for n, b in (*self.buckets.items(), *self.listed.items())}
         out.update(self.sizes)
+        out.update(self.constants)
         env: dict[str, Constexpr] = {**meta.fixed, **meta.first_config(), **out}
         for name, e in self.exprs.items():
             try:
@@ -80,9 +92,21 @@ class Values:
                 continue
         return out
 
+    def check_names(self, v: Validator, w: str, kernel: Shipped, meta: Meta) -> None:
+        """Before any expression is evaluated (reading the example arguments does): each
+        size expression reads only names that exist."""
+        known = {p.name for p in kernel.params} | set(self.call) | set(self.constants)
+        known |= set(self.sizes) | set(self.buckets) | set(self.listed) | set(self.exprs)
+        known |= set(meta.fixed) | set(meta.derived) | set(meta.searched)
+        for name, e in self.exprs.items():
+            unknown = e.names - known
+            if unknown:
+                v.fail(f"{w}.sizes.{name}", f"reads {sorted_names(unknown)}, which is no "
+                       "argument, call value, size or meta-parameter")  # fmt: skip
+
     def check_exprs(self, v: Validator, w: str, names: Names) -> None:
         """Expression sizes read bucket keys, call values, literal sizes and meta-params."""
-        allowed = names.buckets | names.sizes | names.meta | set(self.call)
+        allowed = names.buckets | names.sizes | names.meta | set(self.call) | names.constants
         for name, e in self.exprs.items():
             unknown = e.names - allowed - {name}
             if unknown or name in e.names:
@@ -104,8 +128,13 @@ def parse_values(
     listed: dict[str, tuple[int, ...]] = {}
     sizes: dict[str, int] = {}
     exprs: dict[str, Expr] = {}
+    constants: dict[str, int] = {}
+    params = {p.name for p in kernel.params}
     for name, raw in v.table(k, "sizes", w).items():
         key = f"{w}.sizes.{name}"
+        if name not in known and name not in params and isinstance(raw, int):
+            constants[name] = v.int_value(raw, key)  # num_experts, for expressions
+            continue
         _known(v, key, name, known, kernel)
         if name in buckets:
             v.fail(key, f"{name} is a bucket key; its size comes from the bucket")
@@ -115,7 +144,7 @@ def parse_values(
             exprs[name] = v.parse_expr(raw, key)
         else:
             sizes[name] = v.int_value(raw, key, minimum=1)
-    return Values(buckets, listed, sizes, exprs, call)
+    return Values(buckets, listed, sizes, exprs, call, constants)
 
 
 def _known(v: Validator, key: str, name: str, known: set[str], kernel: Shipped) -> None:

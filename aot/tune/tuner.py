@@ -22,7 +22,7 @@ from loader import manifest as mf
 
 from ..compile import Compiled, CompilePool
 from ..heuristic import rank
-from ..kernel_env import sizes_at
+from ..kernel_env import fixed_for, sizes_at
 from ..pack import kernel_record, variant_record
 from ..plan import Config, Instance, Plan
 from ..progress import Progress
@@ -243,7 +243,8 @@ class Tuner:
         kr = inst.kernel
         sizes = sizes_at(kr, point, config)
         call = {n: sizes[n] for n, c in kr.call.items() if c.arg is None and n in sizes}
-        return {"sizes": sizes, "call": call, "config": config.values()}
+        values = {**fixed_for(kr, dict(inst.dtypes)), **config.values()}
+        return {"sizes": sizes, "call": call, "config": values}
 
     def _request(self, inst: Instance, config: Config, compiled: list[Compiled]) -> dict[str, Any]:
         ok = [c for c in compiled if c.ok]

@@ -104,3 +104,15 @@ def consts_kernel(
 def opaque_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@triton.heuristics({"HAS_BIAS": lambda args: args["bias_ptr"] is not None})
+@triton.jit
+def blocked_kernel(
+    x_ptr, bias_ptr, out_ptr, n, EM, DT: tl.constexpr, BLOCK_M: tl.constexpr, HAS_BIAS: tl.constexpr
+):
+    offs = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if HAS_BIAS:
+        x += tl.load(bias_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x.to(DT), mask=offs < EM)

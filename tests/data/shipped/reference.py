@@ -35,3 +35,10 @@ def mm_inputs(sizes, dtypes, device="cuda", config=None):
 
 def consts_inputs(sizes, dtypes, device="cuda"):
     return [torch.empty(sizes["n"], device=device, dtype=torch.float32), sizes["n"]]
+
+
+def blocked_inputs(sizes, dtypes, device="cuda", config=None):
+    em = sizes["EM"]
+    dt = _D[dtypes["T"]]
+    x = torch.empty(sizes["n"], device=device, dtype=dt)
+    return [x, torch.empty_like(x), torch.empty(em, device=device, dtype=dt), sizes["n"], em]
