@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import itertools
 import os
 import sys
+import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -391,3 +393,78 @@ CONVENTIONS: dict[str, Convention] = {
     "moe": Convention("moe", _moe_jit, realign=moe_realign),
     "splitk": Convention("splitk", _splitk_jit, zeroed=("c_ptr",)),
 }
+
+
+# -- the recipes' sizes, for the GPU test and the benchmark ---------------------------------------
+
+
+def recipe_kernels() -> dict[str, dict[str, Any]]:
+    """Every ``[[kernel]]`` table of the gallery's recipes by name, with ``recipe`` (its path)."""
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(HERE.glob("*.toml")):
+        for table in tomllib.loads(path.read_text())["kernel"]:
+            found[table["name"]] = {**table, "recipe": path}
+    return found
+
+
+def _between(bounds: list[int]) -> list[int]:
+    """Sizes inside each bucket (not on a bound), and one past the last bucket."""
+    inside = [
+        v for lo, hi in itertools.pairwise(bounds) for v in (lo + 1, (lo + hi) // 2 + 1) if v < hi
+    ]
+    return [*inside, bounds[-1] + bounds[-1] // 2 + 1]
+
+
+def bucket_points(table: Mapping[str, Any], between: bool = False) -> list[dict[str, int]]:
+    """``sizes`` for every combination of bucket bounds and listed sizes (with ``between``:
+    also sizes inside and past the buckets), the other sizes at their recipe values.
+    Sizes given as expressions (the MoE's EM) are left to ``inputs``."""
+    fixed = {k: v for k, v in table.get("sizes", {}).items() if isinstance(v, int)}
+    axes = {k: list(v) for k, v in table.get("sizes", {}).items() if isinstance(v, list)}
+    for key, bounds in table["buckets"].items():
+        axes[key] = sorted(set(bounds) | set(_between(bounds))) if between else list(bounds)
+    names = list(axes)
+    return [
+        {**fixed, **dict(zip(names, combo, strict=True))}
+        for combo in itertools.product(*(axes[n] for n in names))
+    ]
+
+
+def launch_values(table: Mapping[str, Any], sizes: Mapping[str, int]) -> dict[str, int]:
+    """What picks the bundle's config: the bucket keys and the listed sizes."""
+    listed = [k for k, v in table.get("sizes", {}).items() if isinstance(v, list)]
+    return {k: sizes[k] for k in [*table["buckets"], *listed] if k in sizes}
+
+
+def call_args(
+    name: str,
+    sizes: Mapping[str, int],
+    dtypes: Mapping[str, str],
+    launch_config: Callable[..., Mapping[str, Any]] | None = None,
+) -> Args:
+    """A call's arguments, as a service prepares them: where the host data depends on the
+    launched config (the MoE alignment), ``launch_config`` (a bundle kernel's) is asked
+    first, with the launch values by keyword."""
+    inputs = globals()[f"{name}_inputs"]
+    if CONVENTIONS[name].realign is None:
+        return list(inputs(sizes, dtypes))
+    if launch_config is None:
+        raise ValueError(f"{name}: its inputs depend on the launched config; pass launch_config")
+    values = launch_values(recipe_kernels()[name], sizes)
+    return list(inputs(sizes, dtypes, config=dict(launch_config(**values))))
+
+
+def call_keywords(name: str, sizes: Mapping[str, int]) -> dict[str, int]:
+    """The call values the bundle's kernel takes by keyword."""
+    return {k: sizes[k] for k in CONVENTIONS[name].keywords}
+
+
+def kernel_object(name: str) -> Any:
+    """The recipe kernel's Triton object, as its file defines it (decorators included)."""
+    function = recipe_kernels()[name]["source"].rpartition(":")[2]
+    return getattr(kernel_module(CONVENTIONS[name].stem), function)
+
+
+def kernel_params(name: str) -> list[str]:
+    """The recipe kernel's runtime parameters: where each output sits in the arguments."""
+    return runtime_params(kernel_object(name))
