@@ -272,8 +272,9 @@ _modules: dict[tuple[str, bool], Any] = {}
 
 
 def kernel_module(stem: str) -> Any:
-    """The gallery file ``<stem>.py``, imported once per process, per interpreter mode:
-    Triton reads TRITON_INTERPRET when ``@triton.jit`` decorates, i.e. at import."""
+    """The gallery file ``<stem>.py``, imported once per process and interpreter mode.
+    Triton reads TRITON_INTERPRET when ``@triton.jit`` decorates: at this import for the
+    kernel, but at ``import triton`` for Triton's own library, so set it before that."""
     interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     mod = _modules.get((stem, interpret))
     if mod is None:
