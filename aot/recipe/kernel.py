@@ -245,9 +245,9 @@ def _signature(
         names = sorted(dtypes)
         bindings = [dict(zip(names, c, strict=True))
                     for c in itertools.product(*(dtypes[n] for n in names))]  # fmt: skip
-        probe = values.probe(meta)
-        example = inferred_types(v, w, kernel, wanted, fn, bindings, probe,
-                                 {**meta.fixed, **meta.first_config()})  # fmt: skip
+        example = inferred_types(v, w, kernel, wanted, fn, bindings, values.probe(meta),
+                                 {**meta.fixed, **meta.first_config()},
+                                 values.probe(meta, smallest=True))  # fmt: skip
         inferred, nones = example.types, example.nones
     signature = {p.name: known.get(p.name) or inferred.get(p.name) or "" for p in kernel.runtime}
     for var in dtypes:

@@ -116,23 +116,32 @@ def example_specializations(
     signature: Mapping[str, str],
     buckets: Mapping[str, tuple[int, ...]],
 ) -> tuple[Mapping[str, int], ...]:
-    """The specialization Triton's JIT would compile for the recipe's example: each
-    pointer divisible by 16, each integer equal to 1 or divisible by 16 as its example
-    value is — except bucket keys (they change from call to call) and the parameters the
-    author keeps from specializing (``do_not_specialize``). The generic variant is added
-    beside it, for the calls it does not fit."""
+    """What Triton's JIT would compile for the recipe's example, beside the generic
+    variant that fits every call:
+
+    - each pointer divisible by 16, each integer equal to 1 or divisible by 16 as its
+      example value is — except bucket keys and the integers that change with them (they
+      change from call to call), and what the author keeps from specializing
+      (``do_not_specialize``);
+    - and, where that assumes more, the same with pointers and ones only: a call at
+      another size (a hint, not a limit) then still gets aligned loads.
+    """
     ints = example.ints()
-    profile: dict[str, int] = {}
+    full: dict[str, int] = {}
     for p in kernel.runtime:
         t = signature.get(p.name, "")
-        if p.name in buckets or not p.specialize:
+        if p.name in buckets or p.name in example.varying or not p.specialize:
             continue
         if t.startswith("*") and p.align:
-            profile[p.name] = 16
+            full[p.name] = 16
         elif t in INT_TYPES and t not in ("i1", "u1") and p.name in ints:
             x = ints[p.name]
             if x == 1:
-                profile[p.name] = 1
+                full[p.name] = 1
             elif x % 16 == 0 and p.align:
-                profile[p.name] = 16
-    return (profile,) if profile else ()
+                full[p.name] = 16
+    aligned = {n: k for n, k in full.items() if k == 1 or signature[n].startswith("*")}
+    profiles = [full] if full else []
+    if aligned and aligned != full:
+        profiles.append(aligned)
+    return tuple(profiles)

@@ -114,6 +114,7 @@ def inferred_types(
     bindings: Sequence[Mapping[str, str]],
     sizes: Mapping[str, int],
     config: Mapping[str, Any],
+    small: Mapping[str, int] | None = None,
 ) -> Example:
     """Types of the ``wanted`` arguments from ``inputs``' example values, the arguments it
     passed as None (optional pointers), and the first binding's example values."""
@@ -122,16 +123,18 @@ def inferred_types(
                "not annotated: give the recipe's inputs (its example arguments, which the "
                f"types are read from) or list them under {w}.signature")  # fmt: skip
     ref, fn = inputs
+    runtime = [p.name for p in kernel.runtime]
     per_binding: list[dict[str, str | None]] = []
     first: dict[str, Any] = {}
     for binding in bindings:
-        args = _example(v, w, ref, fn, sizes, binding, config)
-        runtime = [p.name for p in kernel.runtime]
-        if len(args) != len(runtime):
-            v.fail(f"{w}.inputs", f"{ref} returned {len(args)} arguments; {kernel.name} takes "
-                   f"{len(runtime)} at run time ({', '.join(runtime)})")  # fmt: skip
+        args = _arguments(v, w, ref, fn, sizes, binding, config, runtime, kernel.name)
         per_binding.append({n: _type_of(a) for n, a in zip(runtime, args, strict=True)})
         first = first or dict(zip(runtime, args, strict=True))
+    varying: set[str] = set()
+    if small is not None:  # which integers change with the bucket (sizes of the call)
+        other = dict(zip(runtime, _arguments(v, w, ref, fn, small, bindings[0], config,
+                                             runtime, kernel.name), strict=True))  # fmt: skip
+        varying = {n for n, x in first.items() if type(x) is int and other.get(n) != x}
     types: dict[str, str] = {}
     nones: set[str] = set()
     for name in wanted:
@@ -140,17 +143,37 @@ def inferred_types(
             nones.add(name)
             continue
         types[name] = _generalise(v, w, name, [str(t) for t in seen], bindings)
-    return Example(types, frozenset(nones), first)
+    return Example(types, frozenset(nones), first, frozenset(varying))
+
+
+def _arguments(
+    v: Validator,
+    w: str,
+    ref: str,
+    fn: Inputs,
+    sizes: Mapping[str, int],
+    binding: Mapping[str, str],
+    config: Mapping[str, Any],
+    runtime: list[str],
+    kernel: str,
+) -> list[Any]:
+    args = _example(v, w, ref, fn, sizes, binding, config)
+    if len(args) != len(runtime):
+        v.fail(f"{w}.inputs", f"{ref} returned {len(args)} arguments; {kernel} takes "
+               f"{len(runtime)} at run time ({', '.join(runtime)})")  # fmt: skip
+    return args
 
 
 @dataclass(frozen=True)
 class Example:
-    """What ``inputs`` told: types, arguments passed as None, and the example values (the
-    first dtype binding's): integers as given, tensors as their rank (``ndim``)."""
+    """What ``inputs`` told: types, arguments passed as None, the example values (the
+    first dtype binding's, at the largest bucket) and the integers that took another
+    value at the smallest bucket (they follow the call's sizes)."""
 
     types: dict[str, str]
     nones: frozenset[str]
     values: dict[str, Any]
+    varying: frozenset[str] = frozenset()
 
     def ints(self) -> dict[str, int]:
         return {n: x for n, x in self.values.items() if type(x) is int}

@@ -78,10 +78,11 @@ class Values:
             v.fail(key, f"{what} integer arguments or call values; choose from {ints}")
         return ptype
 
-    def probe(self, meta: Meta) -> dict[str, int]:
+    def probe(self, meta: Meta, smallest: bool = False) -> dict[str, int]:
         """One value of every size, for reading example arguments: the largest bound of
-        each bucket key (so an argument that needs 64 bits shows it)."""
-        out = {n: b[-1] for n, b in (*self.buckets.items(), *self.listed.items())}
+        each bucket key (so an argument that needs 64 bits shows it), or the smallest."""
+        at = 0 if smallest else -1
+        out = {n: b[at] for n, b in (*self.buckets.items(), *self.listed.items())}
         out.update(self.sizes)
         out.update(self.constants)
         env: dict[str, Constexpr] = {**meta.fixed, **meta.first_config(), **out}
