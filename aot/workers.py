@@ -7,8 +7,9 @@ such as ``CUDA_VISIBLE_DEVICES`` for a model bucket that autotunes on one GPU of
 In the build process one thread per worker hands it jobs from one queue, in the order
 they were submitted, and settles each job's future.
 
-- Workers ignore Ctrl-C: a terminal sends it to the whole process group, and the build
-  handles it and stops them; dying of it, a worker would turn an interrupt into a result.
+- Workers ignore Ctrl-C, and so do the processes they start (ptxas, g++): a terminal
+  sends it to the whole process group, and the build handles it and stops them; dying of
+  it, a worker or its compiler would turn an interrupt into a result.
 - Workers die with the build, whatever kills it: they watch the build process's sentinel
   (``signals.detach_worker``) and, on Linux, the kernel sends them SIGTERM when the thread
   that started them ends (``PR_SET_PDEATHSIG``).
@@ -30,7 +31,6 @@ import ctypes
 import multiprocessing
 import multiprocessing.connection
 import os
-import pickle
 import queue
 import signal
 import tempfile
@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -123,9 +124,11 @@ def _die_with_parent() -> None:
 
 
 def _portable(exc: BaseException) -> BaseException:
-    """``exc`` if it survives pickling, else a RuntimeError that says what it was."""
+    """``exc`` if it crosses the connection back as itself (an exception whose
+    ``__init__`` takes other arguments than its ``args`` does not), else a RuntimeError
+    that says what it was."""
     try:
-        pickle.loads(pickle.dumps(exc))
+        ForkingPickler.loads(ForkingPickler.dumps(exc))
     except Exception:
         return RuntimeError(f"{type(exc).__name__}: {exc}")
     return exc
@@ -142,6 +145,11 @@ def _worker_main(
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
+    # A library may install a SIGINT handler of its own (LLVM does when Triton compiles),
+    # and a caught signal is reset to the default at exec: the processes a job starts
+    # (ptxas, g++) would then die of a terminal's Ctrl-C, and their deaths read as the
+    # compiler's verdicts. A blocked signal stays blocked across fork and exec.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     detach_worker()
     _die_with_parent()
     if init is not None:
@@ -164,7 +172,7 @@ def _worker_main(
             reply = ("raise", _portable(exc), traceback.format_exc())
         try:
             conn.send(reply)
-        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # an odd result
+        except Exception as exc:  # a result that cannot be sent
             conn.send(("raise", RuntimeError(f"the job's result cannot be sent: {exc}"), ""))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -43,6 +44,17 @@ def interrupted() -> str:
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(0.2)
     return "still here"
+
+
+def start_a_child_and_interrupt_it() -> int:
+    """What a terminal's Ctrl-C does to a process a job started (ptxas, g++), after a
+    library installed a SIGINT handler of its own in the worker, as LLVM does when Triton
+    compiles: the child's exit status."""
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+    child = subprocess.Popen(["sleep", "2"])
+    time.sleep(0.3)
+    os.kill(child.pid, signal.SIGINT)
+    return child.wait()
 
 
 def sleep(seconds: float) -> int:
@@ -110,6 +122,14 @@ def test_a_worker_that_cannot_start_is_no_crash() -> None:
 def test_workers_ignore_ctrl_c() -> None:
     with WorkerPool([Placement()]) as pool:
         assert pool.submit(interrupted).result(timeout=60) == "still here"
+
+
+def test_processes_a_job_starts_ignore_ctrl_c_too() -> None:
+    """A handler installed in the worker is reset to the default at exec, so a child would
+    die of Ctrl-C, and its death read as the compiler's verdict (a cached failure); a
+    blocked signal stays blocked across fork and exec."""
+    with WorkerPool([Placement()]) as pool:
+        assert pool.submit(start_a_child_and_interrupt_it).result(timeout=60) == 0
 
 
 def test_abort_kills_the_workers_and_cancels_what_did_not_start() -> None:
