@@ -1,58 +1,35 @@
-"""The build: recipe → plan → tune → decide → compile → select → pack, written atomically.
+"""The build: recipe → products → bundle and report, written atomically.
 
-Targets whose GPU kind is on this machine are tuned first (into the tuning database);
-decisions come from that database, then from a measured target of the same arch family,
-then from the heuristic. Only what will be packed is compiled here: each bucket's first
-choice, then the next one for buckets whose choice failed, until every bucket has a config
-that compiled and fits.
+Every product the recipe has (kernels, pipelines, a model; aot/product.py) is planned for
+the build's slice, then built, and what each contributes is packed into one bundle and
+one report. Products are planned before anything is built, so that a recipe, a slice or
+an output that cannot be built is refused before minutes of work.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loader.format import write_atomic
 
-from . import heuristic, report
-from .cache import CompileCache
-from .compile import Compiled, CompilePool, compile_variants
+from . import report
 from .env import Environment
-from .errors import BuildError
-from .model import ModelOptions, build_model
+from .kernels import TuneOptions, plan_kernels, run_tuning
+from .model import ModelOptions, plan_model
 from .output import check_output
-from .pack import encode_bundle, make_manifest, rel_path
-from .plan import Config, Instance, Plan, Variant, make_plan
+from .pack import bundle_payloads, encode_bundle, make_manifest
+from .pipelines import plan_pipelines
+from .product import Context, Product, Summary
 from .recipe import Recipe, load
-from .select import (
-    Chooser,
-    Ranker,
-    Selection,
-    heuristic_chooser,
-    select,
-    wanted_variants,
-)
-from .shard import Slice, apply
-from .tune import decide
-from .tune.db import TuningDB
-from .tune.gpu import GpuInfo, GpuWorker, detect, matches
-from .tune.tuner import Tuner, TuneStats
+from .shard import Slice
+from .tune.tuner import TuneStats
 
-
-@dataclass(frozen=True)
-class TuneOptions:
-    """Tuning for ``build``: on by default wherever a GPU of a target's kind is present."""
-
-    enabled: bool = True
-    db: Path | None = None  # default: <bundle>.tunedb.jsonl next to the bundle
-    gpus: list[GpuInfo] | None = None  # None: ask the driver
-    timeout: float = 120.0  # seconds a benchmark may take before it counts as a hang
-    worker_factory: Callable[[GpuInfo], GpuWorker] | None = None  # tests use a fake GPU
+__all__ = ["BuildResult", "TuneOptions", "build", "default_output", "plan_products", "run_tuning"]
 
 
 @dataclass(frozen=True)
@@ -61,17 +38,50 @@ class BuildResult:
     report: Path
     size: int
     sha256: str
-    plan_size: int
-    compiled: int
-    cached: int
-    failed: int
     seconds: float
-    decided: Mapping[str, int] = field(default_factory=dict)  # buckets measured/transferred/...
-    tuning: TuneStats | None = None
-    db: Path | None = None
+    products: Mapping[str, Summary] = field(default_factory=dict)  # product name -> summary
     shard: dict[str, Any] | None = None  # the partial bundle's slice; None for a full build
-    model_buckets: int = 0  # [model] buckets packed (over every target)
-    model_cached: int = 0  # of which taken from the compile cache
+
+    # The kernel product's numbers, and the model's, as the command prints them.
+    @property
+    def plan_size(self) -> int:
+        return self._kernels.possible
+
+    @property
+    def compiled(self) -> int:
+        return self._kernels.compiled
+
+    @property
+    def cached(self) -> int:
+        return self._kernels.cached
+
+    @property
+    def failed(self) -> int:
+        return self._kernels.failed
+
+    @property
+    def decided(self) -> Mapping[str, int]:  # buckets measured/transferred/...
+        return self._kernels.decided
+
+    @property
+    def tuning(self) -> TuneStats | None:
+        return self._kernels.tuning
+
+    @property
+    def db(self) -> Path | None:
+        return self._kernels.db
+
+    @property
+    def model_buckets(self) -> int:  # [model] buckets packed (over every target)
+        return self.products.get("model", Summary()).packed
+
+    @property
+    def model_cached(self) -> int:  # of which taken from the compile cache
+        return self.products.get("model", Summary()).cached
+
+    @property
+    def _kernels(self) -> Summary:
+        return self.products.get("kernels", Summary())
 
 
 def default_output(recipe: Recipe, cwd: Path, sl: Slice | None = None) -> Path:
@@ -83,40 +93,16 @@ def default_output(recipe: Recipe, cwd: Path, sl: Slice | None = None) -> Path:
     return cwd / "artifacts" / name
 
 
-def cached_ranker(plan: Plan) -> Ranker:
-    memo: dict[tuple[object, tuple[int, ...]], list[Config]] = {}
-
-    def ranker(inst: Instance, bucket: tuple[int, ...]) -> list[Config]:
-        key = (inst.key, bucket)
-        if key not in memo:
-            memo[key] = heuristic.rank(inst, bucket)
-        return memo[key]
-
-    return ranker
-
-
-def compile_selected(plan: Plan, chooser: Chooser, env: Environment) -> dict[Variant, Compiled]:
-    """Compile until every bucket's first viable choice is known."""
-    cache = CompileCache(env.cache_dir)
-    compiled: dict[Variant, Compiled] = {}
-    while True:
-        wanted = wanted_variants(plan, chooser, compiled)
-        if not wanted:
-            return compiled
-        compiled.update(
-            compile_variants(plan, wanted, cache=cache, jobs=env.jobs, progress=env.progress)
-        )
-
-
-def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) -> TuneStats | None:
-    """Tune every instance whose GPU kind is here; None when no GPU can tune anything."""
-    gpus = detect() if opts.gpus is None else opts.gpus
-    if not any(matches(inst.target, g) for inst in plan.instances for g in gpus):
-        return None
-    with CompilePool(plan, CompileCache(env.cache_dir), env.jobs) as pool:
-        tuner = Tuner(plan, db, pool, gpus, progress=env.progress, timeout=opts.timeout,
-                      worker_factory=opts.worker_factory)  # fmt: skip
-        return tuner.run()
+def plan_products(
+    recipe: Recipe, sl: Slice, tune: TuneOptions, model: ModelOptions
+) -> list[Product]:
+    """Every product the recipe has, planned for the slice ``sl``, in manifest order."""
+    planned = (
+        plan_kernels(recipe, sl, tune),
+        plan_pipelines(recipe, sl),
+        plan_model(recipe, sl, model),
+    )
+    return [p for p in planned if p is not None]
 
 
 def build(
@@ -128,55 +114,24 @@ def build(
     sl: Slice | None = None,
     model: ModelOptions | None = None,
 ) -> BuildResult:
-    """Build the recipe, or only the slice ``sl`` of it (a partial bundle; see shard.py):
-    then only the slice's instances are tuned, compiled and packed."""
+    """Build the recipe, or only the slice ``sl`` of it (a partial bundle; see shard.py)."""
     start = time.monotonic()
-    tune = tune or TuneOptions()
     recipe = load(recipe_path)
-    whole = make_plan(recipe)
-    plan, shard = apply(whole, sl or Slice())
-    if recipe.model is not None and shard is not None:
-        raise BuildError("[model]: sharded builds (--shard/--targets) do not build models yet; "
-                         "build the recipe whole")  # fmt: skip
+    sl = sl or Slice()
+    products = plan_products(recipe, sl, tune or TuneOptions(), model or ModelOptions())
+    shard = {k: v for p in products for k, v in (p.shard or {}).items()} or None
     out = output if output is not None else default_output(recipe, cwd, sl if shard else None)
     check_output(out, example=recipe.bundle_filename)  # before minutes of work, not after
-    db_path = tune.db or out.with_suffix(".tunedb.jsonl")
-    db = TuningDB(db_path)
-    stats = run_tuning(plan, db, env, tune) if tune.enabled else None
-    # Decided over the whole plan, so that a slice chooses as a full build does: a target
-    # without measurements takes those of its arch family, which may lie in another slice.
-    chooser = decide.chooser(whole, db, heuristic_chooser(cached_ranker(whole)))
-    decided = decide.count(plan, chooser)
-    compiled = compile_selected(plan, chooser, env)
-    selection: Selection = select(plan, chooser, compiled)
-    manifest, payloads = make_manifest(plan, selection, compiled)
-    if shard is not None:
-        manifest = dataclasses.replace(manifest, build={**manifest.build, "shard": shard})
-    model_report: list[str] = []
-    model_counts = (0, 0)
-    if recipe.model is not None:
-        mo = model or ModelOptions()
-        if mo.cache is None:
-            mo = dataclasses.replace(mo, cache=CompileCache(env.cache_dir), progress=env.progress)
-        mb = build_model(recipe, mo)
-        model_source = rel_path(recipe.model.source, recipe.root)
-        sources = {**manifest.provenance.get("sources", {}), model_source: mb.source_sha256}
-        provenance = {**manifest.provenance, "sources": sources,
-                      "torch": mb.spec.artifacts[0].torch if mb.spec.artifacts else ""}  # fmt: skip
-        manifest = dataclasses.replace(manifest, model=mb.spec, provenance=provenance)
-        payloads = {**payloads, **mb.payloads}
-        model_report = mb.report
-        model_counts = (sum(len(a.buckets) for a in mb.spec.artifacts), mb.cached)
-    data = encode_bundle(manifest, payloads)
+    ctx = Context(env, out)
+    parts = {p.name: p.build(ctx) for p in products}
+    data = encode_bundle(make_manifest(recipe, parts.values()), bundle_payloads(parts.values()))
+    sections = [part.report for part in parts.values()]
+    text = report.document(recipe, out.name, sections)
     report_path = out.with_suffix(".report.md")
-    text, images = report.render(
-        plan, selection, compiled, out.name, db, out.with_suffix(".report")
-    )
-    if model_report:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(model_report) + "\n"
     # The report first: if writing the bundle fails, no bundle claims to exist.
-    for path, picture in images.items():
-        write_atomic(path, picture.encode())
+    for s in sections:
+        for path, picture in s.files.items():
+            write_atomic(path, picture.encode())
     write_atomic(report_path, text.encode())
     write_atomic(out, data)
     return BuildResult(
@@ -184,15 +139,7 @@ def build(
         report=report_path,
         size=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
-        plan_size=plan.size,
-        compiled=sum(1 for c in compiled.values() if not c.cached),
-        cached=sum(1 for c in compiled.values() if c.cached),
-        failed=sum(1 for c in compiled.values() if not c.ok),
         seconds=time.monotonic() - start,
-        decided=decided,
-        tuning=stats,
-        db=db_path if db_path.exists() else None,
+        products={name: part.summary for name, part in parts.items()},
         shard=shard,
-        model_buckets=model_counts[0],
-        model_cached=model_counts[1],
     )

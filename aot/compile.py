@@ -10,14 +10,10 @@ with its reason, never an exception that stops the build.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import contextlib
-import multiprocessing
 import os
-import signal
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +26,8 @@ from .errors import BuildError
 from .kernel_env import fixed_for
 from .plan import Instance, Plan, Variant
 from .progress import Progress
-from .signals import detach_worker
 from .targets import resolve
+from .workers import Placement, WorkerDied, WorkerPool
 
 # Marks on a job's record that it is no verdict on the variant, and must not be cached.
 TRANSIENT = "transient"  # the worker ran out of memory
@@ -198,7 +194,6 @@ def _reason(exc: BaseException) -> str:
 
 
 def _worker_init(triton_cache: str | None) -> None:
-    detach_worker()
     if triton_cache:
         os.environ.setdefault("TRITON_CACHE_DIR", triton_cache)
     # Line info embeds the absolute paths of the kernel's source and of Triton itself in
@@ -214,12 +209,13 @@ class CompilePool:
     one it is about to benchmark, so compiling overlaps with benchmarking. Variants of one
     arch share a job (H100 and H200 are both sm_90).
 
-    Only the compiler's verdicts, successes and failures alike, are cached. A job that
-    ends any other way (cancelled by an interrupt, its worker killed from outside, the
-    machine out of memory) leaves no trace in the cache: its future is cancelled while the
-    pool is being aborted, and otherwise fails with a ``BuildError`` that stops the build.
-    Use the pool as a context manager: leaving it by an exception (Ctrl-C included) kills
-    the workers at once instead of waiting for their jobs.
+    Only the compiler's verdicts, successes and failures alike, are cached; a compiler
+    that crashes its worker (a segfault in MLIR, say) is such a verdict. A job that ends
+    any other way (cancelled by an interrupt, its worker killed from outside, the machine
+    out of memory) leaves no trace in the cache: its future is cancelled while the pool is
+    being aborted, and otherwise fails with a ``BuildError`` that stops the build. Use the
+    pool as a context manager: leaving it by an exception (Ctrl-C included) kills the
+    workers at once instead of waiting for their jobs (``aot/workers.py``).
     """
 
     def __init__(self, plan: Plan, cache: CompileCache, jobs: int):
@@ -227,7 +223,7 @@ class CompilePool:
         self.cache = cache
         self.jobs = max(1, jobs)
         self._triton_cache = str(cache.root / "triton") if cache.root else None
-        self._pool: cf.ProcessPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
         self._jobs: dict[str, cf.Future[dict[str, Any]]] = {}
         self._results: dict[Variant, cf.Future[Compiled]] = {}
         self._lock = threading.Lock()
@@ -242,14 +238,10 @@ class CompilePool:
         else:
             self.abort()
 
-    def _executor(self) -> cf.ProcessPoolExecutor:
+    def _executor(self) -> WorkerPool:
         if self._pool is None:
-            self._pool = cf.ProcessPoolExecutor(
-                max_workers=self.jobs,
-                mp_context=multiprocessing.get_context("spawn"),  # the parent may hold CUDA
-                initializer=_worker_init,
-                initargs=(self._triton_cache,),
-            )
+            self._pool = WorkerPool([Placement()] * self.jobs, init=_worker_init,
+                                    init_args=(self._triton_cache,))  # fmt: skip
         return self._pool
 
     def submit(self, inst: Instance, var: Variant) -> cf.Future[Compiled]:
@@ -283,13 +275,11 @@ class CompilePool:
         job: Job,
         key: str,
     ) -> None:
-        rec = None if self._aborted else self._verdict(jf, job)
+        rec = None if self._aborted else self._verdict(jf)
         with self._lock:
             if rec is None or self._aborted:
                 fut.cancel()
                 return
-            if self._jobs.get(key) is jf and self._broken():
-                self._pool = None  # the next submit starts a fresh pool
             if rec.get(TRANSIENT) or rec.get(KILLED):
                 fut.set_exception(BuildError(f"compiling {var.label}: {rec['reason']}"))
                 return
@@ -298,27 +288,31 @@ class CompilePool:
                                rec.get("cubin", b""))  # fmt: skip
         fut.set_result(_finish(inst, var, job, rec, rec.get("cubin", b""), cached=False))
 
-    def _verdict(self, jf: cf.Future[dict[str, Any]], job: Job) -> dict[str, Any] | None:
+    def _verdict(self, jf: cf.Future[dict[str, Any]]) -> dict[str, Any] | None:
         """What the job's worker answered; None when it never ran to an answer."""
         if jf.cancelled():
             return None
         try:
             return jf.result()
-        except cf.process.BrokenProcessPool:
-            # A compiler crash (a segfault in MLIR, say) breaks the whole pool, and so does
-            # a worker killed from outside; run the job alone to tell which, and to pin a
-            # crash on the right variant.
-            return None if self._aborted else _run_isolated(job, self._triton_cache)
+        except WorkerDied as died:
+            if self._aborted:
+                return None
+            if died.crashed:
+                return {"ok": False, "reason": f"the Triton compiler crashed ({died.how})"}
+            if not died.started:
+                return {"ok": False, KILLED: True,
+                        "reason": f"the compile worker could not start ({died.how}); nothing "
+                                  "was cached for it"}  # fmt: skip
+            return {"ok": False, KILLED: True,
+                    "reason": f"the compile worker was killed ({died.how}; out of memory?); "
+                              "nothing was cached for it: run the build again"}  # fmt: skip
         except BaseException as exc:  # the job never got a verdict (it could not be sent)
             return {"ok": False, "reason": _reason(exc), KILLED: True}
 
-    def _broken(self) -> bool:
-        return bool(self._pool is not None and getattr(self._pool, "_broken", False))
-
     def close(self) -> None:
-        """Wait for the jobs under way, then stop the workers."""
+        """Cancel the jobs not started, wait for those under way, then stop the workers."""
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.close()
             self._pool = None
 
     def abort(self) -> None:
@@ -326,51 +320,10 @@ class CompilePool:
         with self._lock:
             self._aborted = True
             pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        # ProcessPoolExecutor only learned to kill its workers in Python 3.14.
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        for proc in processes:
-            with contextlib.suppress(OSError, ValueError):
-                proc.kill()
-        # With its workers dead the pool's manager thread finds it broken and ends at once;
-        # waiting for it keeps interpreter exit from poking its closed wake-up pipe.
-        pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.abort()
         for fut in list(self._results.values()):
             fut.cancel()
-
-
-# Signals that mean the compiler itself crashed (a verdict on the variant), as opposed to
-# a process killed from outside (SIGKILL by the OOM killer, SIGTERM, an interrupt).
-_CRASHES = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE}
-
-
-def _isolated(conn: Connection, job: Job, triton_cache: str | None) -> None:
-    _worker_init(triton_cache)
-    conn.send(run_job(job))
-
-
-def _run_isolated(job: Job, triton_cache: str | None) -> dict[str, Any]:
-    ctx = multiprocessing.get_context("spawn")
-    receive, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_isolated, args=(send, job, triton_cache), daemon=True)
-    proc.start()
-    send.close()
-    try:
-        return dict(receive.recv())
-    except EOFError:
-        pass
-    finally:
-        receive.close()
-        proc.join()
-    code = proc.exitcode or 0
-    if code > 0 or -code in _CRASHES:
-        how = f"exit status {code}" if code > 0 else signal.Signals(-code).name
-        return {"ok": False, "reason": f"the Triton compiler crashed ({how})"}
-    how = signal.Signals(-code).name if code < 0 else "no answer"
-    return {"ok": False, KILLED: True,
-            "reason": f"the compile worker was killed ({how}; out of memory?); nothing was "
-                      "cached for it: run the build again"}  # fmt: skip
 
 
 def compile_variants(

@@ -1,9 +1,10 @@
-"""Pack: the selection and its cubins into one bundle (format in ``loader/format.py``)."""
+"""Pack: every product's records and payloads into one bundle (format in
+``loader/format.py``), and the kernel product's records: the selection and its cubins."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,56 @@ from .compile import Compiled
 from .kernel_env import fixed_for
 from .plan import Config, Plan, Variant
 from .plan_checks import call_dependent
-from .recipe import KernelRecipe
+from .product import Contribution
+from .recipe import KernelRecipe, Recipe
 from .select import Selection
+
+
+def make_manifest(recipe: Recipe, parts: Iterable[Contribution]) -> mf.Manifest:
+    """The bundle's manifest: the recipe's name, version and targets, what every product
+    was built from, and the fields each product fills (each field by one product)."""
+    parts = list(parts)
+    records: dict[str, Any] = {}
+    for part in parts:
+        clash = records.keys() & part.records.keys()
+        if clash:
+            raise ValueError(f"two products fill the manifest's {', '.join(sorted(clash))}")
+        records.update(part.records)
+    return mf.Manifest(
+        name=recipe.name,
+        version=recipe.version,
+        provenance=provenance(recipe, parts),
+        targets=tuple(t.to_target() for t in recipe.targets),
+        **records,
+    )
+
+
+def provenance(recipe: Recipe, parts: Iterable[Contribution]) -> dict[str, Any]:
+    """aotc's version, the recipe, and each product's tools and sources."""
+    tools: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    for part in parts:
+        tools.update(part.provenance.tools)
+        sources.update(part.provenance.sources)
+    return {"aotc": __version__, **tools, "recipe": recipe.path.name,
+            "recipe_sha256": recipe.sha256, "sources": sources}  # fmt: skip
+
+
+def bundle_payloads(parts: Iterable[Contribution]) -> dict[str, bytes]:
+    """Every product's entries; a name two products both give must hold the same bytes."""
+    payloads: dict[str, bytes] = {}
+    for part in parts:
+        for name, data in part.payloads.items():
+            if payloads.setdefault(name, data) != data:
+                raise ValueError(f"two products give the entry {name} different bytes")
+    return payloads
+
+
+def encode_bundle(manifest: mf.Manifest, payloads: Mapping[str, bytes]) -> bytes:
+    return encode(manifest.to_json(), payloads)
+
+
+# --- the kernel product's records ------------------------------------------------------
 
 
 def variant_id(config_id: str, spec_label: str, derived: tuple[tuple[str, Any], ...] = ()) -> str:
@@ -67,13 +116,13 @@ def kernel_record(kr: KernelRecipe, instances: tuple[mf.Instance, ...]) -> mf.Ke
     )
 
 
-def make_manifest(
-    plan: Plan, selection: Selection, compiled: Mapping[Variant, Compiled]
-) -> tuple[mf.Manifest, dict[str, bytes]]:
-    recipe = plan.recipe
+def kernel_records(
+    plan: Plan, selection: Selection
+) -> tuple[tuple[mf.KernelSpec, ...], dict[str, bytes]]:
+    """Every kernel of the recipe with the plan's instances of it, and their cubins."""
     payloads: dict[str, bytes] = {}
     kernels: list[mf.KernelSpec] = []
-    for kr in recipe.kernels:
+    for kr in plan.recipe.kernels:
         instances: list[mf.Instance] = []
         for inst in plan.instances:
             if inst.kernel.name != kr.name:
@@ -92,36 +141,14 @@ def make_manifest(
                 mf.Instance(inst.target.name, dict(inst.dtypes), variants, tuple(choices))
             )
         kernels.append(kernel_record(kr, tuple(instances)))
-    manifest = mf.Manifest(
-        name=recipe.name,
-        version=recipe.version,
-        provenance=_provenance(plan),
-        targets=tuple(t.to_target() for t in recipe.targets),
-        kernels=tuple(kernels),
-        build={"failed": _failures(compiled)},
-        pipelines=recipe.pipelines,
-    )
-    return manifest, payloads
+    return tuple(kernels), payloads
 
 
-def encode_bundle(manifest: mf.Manifest, payloads: Mapping[str, bytes]) -> bytes:
-    return encode(manifest.to_json(), payloads)
-
-
-def _provenance(plan: Plan) -> dict[str, Any]:
-    import triton
-
+def kernel_sources(plan: Plan) -> dict[str, str]:
+    """Each kernel's source file (as provenance names it) -> its sha256."""
     root = plan.recipe.root
-    sources = {}
-    for kr in plan.recipe.kernels:
-        sources[rel_path(kr.source, root)] = plan.sources[kr.name].file_sha256
-    return {
-        "aotc": __version__,
-        "triton": triton.__version__,
-        "recipe": plan.recipe.path.name,
-        "recipe_sha256": plan.recipe.sha256,
-        "sources": sources,
-    }
+    return {rel_path(kr.source, root): plan.sources[kr.name].file_sha256
+            for kr in plan.recipe.kernels}  # fmt: skip
 
 
 def rel_path(path: Path, root: Path) -> str:
@@ -133,7 +160,8 @@ def rel_path(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-def _failures(compiled: Mapping[Variant, Compiled]) -> list[dict[str, Any]]:
+def failures(compiled: Mapping[Variant, Compiled]) -> list[dict[str, Any]]:
+    """The manifest's ``build.failed``: every variant that failed to compile, and why."""
     rows = [
         {
             "kernel": v.kernel,

@@ -7,6 +7,10 @@ named by ``--targets`` (a target's name or its arch). Shard I of N (1 ≤ I ≤ 
 instances whose 0-based number p has ``p % N == I - 1``: round-robin, so every shard gets
 a mix of kernels and targets, and the slice depends on nothing but the recipe and I/N.
 
+Slicing is a property of each product (aot/product.py): the kernel product slices its
+instances as above; the pipelines go whole into every part; the model cannot be sliced
+yet, and a build of a slice that is not all of it (``Slice.covers``) is refused.
+
 A slice that is the whole plan is a full build (byte-identical to one without the
 options). Otherwise the bundle is partial: its manifest's ``build.shard`` record says which
 slice it is, every kernel keeps its full description with only the slice's instances, and
@@ -19,11 +23,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import UsageError
 from .plan import Plan
+from .targets import GPU
 
 _SHARD = re.compile(r"([0-9]+)/([0-9]+)")
 
@@ -52,6 +58,14 @@ class Slice:
             if not names:
                 raise UsageError("--targets: give one or more target names or archs, e.g. sm_90")
         return Slice(index, count, names)
+
+    def covers(self, targets: Sequence[GPU]) -> bool:
+        """Whether the slice is the whole build for a product over ``targets`` that does
+        not divide its work into instances (the model): one shard, every target."""
+        names = set(self.targets)
+        return self.count == 1 and all(
+            not names or t.name in names or t.arch in names for t in targets
+        )
 
     @property
     def label(self) -> str:

@@ -67,7 +67,13 @@ def handled() -> Iterator[None]:
 
 def detach_worker() -> None:
     """In a worker process started with multiprocessing: ignore Ctrl-C (the parent handles
-    it and stops this worker) and exit as soon as the parent process is gone."""
+    it and stops this worker) and exit as soon as the parent process is gone.
+
+    Ctrl-C is blocked as well as ignored: a library may install a SIGINT handler of its
+    own (LLVM does when Triton compiles), and a caught signal is reset to the default at
+    exec, so the processes a job starts (ptxas, g++) would die of a terminal's Ctrl-C and
+    their deaths read as verdicts. A blocked signal stays blocked across fork and exec."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .build import cached_ranker
 from .inspect import model_buckets
+from .kernels import cached_ranker
 from .plan import Instance, Plan, configs_of, plan_size
 from .recipe import KernelRecipe, ModelRecipe
 from .select import heuristic_chooser, wanted_variants

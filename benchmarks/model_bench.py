@@ -135,7 +135,7 @@ def _samples_us(torch: Any, fns: dict[str, Any], reps: int) -> dict[str, list[fl
     H200's clocks drift over seconds of back-to-back work, and timed one after the other
     the first measured won by up to 10% (benchmarks/RESULTS.md). Sample i of each function
     comes from the same turn, so samples pair up."""
-    from aot.model_select import call_us, interleaved
+    from aot.model.select import call_us, interleaved
 
     timers = [lambda fn=fn: call_us(torch, fn, True) for fn in fns.values()]
     return dict(zip(fns, interleaved(timers, reps, warmup=10), strict=True))

@@ -70,7 +70,7 @@ def main() -> None:
 
 def variants(torch: Any, m: Any, r: Any, x: Any) -> dict[str, Callable[[], float]]:
     """Each variant as a function timing one call of it (µs)."""
-    from aot.model_select import call_us
+    from aot.model.select import call_us
     from loader.model import eager_call
 
     run, lock = eager_call(m), threading.Lock()

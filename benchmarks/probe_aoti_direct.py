@@ -6,7 +6,7 @@
 Exports recipes/layer.toml's module (fp16, random weights) at one shape, compiles it with
 ``torch._inductor.aoti_compile_and_package`` (the weights inside the package: this is a
 probe, not model mode), loads it and times one call of it against one of the module, each
-from an idle GPU, taking turns (``aot.model_select.interleaved``), 100 pairs. Prints one
+from an idle GPU, taking turns (``aot.model.select.interleaved``), 100 pairs. Prints one
 JSON line: compile seconds, relative error against eager, the medians, and the paired
 ratio eager/package with its 95% interval (``model_bench.paired_ratio``).
 """
@@ -37,15 +37,15 @@ def main() -> None:
     import torch
     from layer import make_layer
 
-    from aot.model import MODES
-    from aot.model_select import call_us, interleaved
+    from aot.model.select import call_us, interleaved
+    from aot.recipe.model import MODES
 
     torch.manual_seed(0)
     m = make_layer().cuda().half().eval()
     b, t = args.shape
     x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
     configs = dict(torch._inductor.list_mode_options(MODES[args.mode]))
-    configs["cpp.cxx"] = shutil.which("g++")  # see aot/model.py, aoti_compiler
+    configs["cpp.cxx"] = shutil.which("g++")  # see aot/model/plan.py, aoti_compiler
     with torch.no_grad(), tempfile.TemporaryDirectory() as tmp:
         ep = torch.export.export(m, (x,))
         ref = m(x).float()

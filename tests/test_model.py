@@ -274,22 +274,20 @@ def test_workers_build_every_bucket(tmp_path: Path) -> None:
     assert (again.model_buckets, again.model_cached) == (4, 4)
 
 
-def test_workers_are_dealt_round_the_gpus(tmp_path: Path) -> None:
+def test_workers_are_dealt_round_the_gpus() -> None:
     """Default: one worker per GPU of the kind; ``--model-workers`` above the GPU count
-    shares them round-robin; never more workers than jobs, and none without a cache."""
-    from aot.cache import CompileCache
-    from aot.model import _Place, _worker_devices
+    shares them round-robin; never more workers than jobs. (Workers hand their buckets
+    back through the pool, so they need no cache directory.)"""
+    from aot.model.plan import Place, worker_devices
 
-    one = _Place("sm_90", "cuda:0", "H200", (9, 0), ("cuda:0",))
+    one = Place("sm_90", "cuda:0", "H200", (9, 0), ("cuda:0",))
     two = dataclasses.replace(one, devices=("cuda:0", "cuda:1"))
-    cache = CompileCache(tmp_path / "c")
-    assert _worker_devices(ModelOptions(), one, 12, cache) == ["cuda:0"]
-    assert _worker_devices(ModelOptions(), two, 12, cache) == ["cuda:0", "cuda:1"]
-    assert _worker_devices(ModelOptions(workers=3), one, 12, cache) == ["cuda:0"] * 3
-    assert _worker_devices(ModelOptions(workers=3), two, 12, cache) == [
-        "cuda:0", "cuda:1", "cuda:0"]  # fmt: skip
-    assert _worker_devices(ModelOptions(workers=4), two, 2, cache) == ["cuda:0", "cuda:1"]
-    assert _worker_devices(ModelOptions(workers=4), two, 12, CompileCache(None)) == ["cuda:0"]
+    assert worker_devices(ModelOptions(), one, 12) == ["cuda:0"]
+    assert worker_devices(ModelOptions(), two, 12) == ["cuda:0", "cuda:1"]
+    assert worker_devices(ModelOptions(workers=3), one, 12) == ["cuda:0"] * 3
+    assert worker_devices(ModelOptions(workers=3), two, 12) == ["cuda:0", "cuda:1", "cuda:0"]
+    assert worker_devices(ModelOptions(workers=4), two, 2) == ["cuda:0", "cuda:1"]
+    assert worker_devices(ModelOptions(workers=4), two, 1) == ["cuda:0"]
 
 
 def test_a_failing_worker_fails_the_build(tmp_path: Path) -> None:
@@ -303,14 +301,16 @@ def test_a_failing_worker_fails_the_build(tmp_path: Path) -> None:
     assert not (tmp_path / "x.aotc").exists()
 
 
-def _children(pid: int) -> list[int]:
+def _workers(pid: int) -> list[int]:
+    """The worker processes ``pid`` started (not multiprocessing's resource tracker)."""
     kids = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmd = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == pid:
+        if int(fields[1]) == pid and b"spawn_main" in cmd:
             kids.append(int(stat.parent.name))
     return kids
 
@@ -333,7 +333,7 @@ def test_workers_die_with_the_build(tmp_path: Path) -> None:
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
-        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+        while len(workers := _workers(proc.pid)) < 2 and time.monotonic() < deadline:
             assert proc.poll() is None, "the build ended before its workers started"
             time.sleep(0.05)
         assert len(workers) == 2
@@ -348,17 +348,18 @@ def test_workers_die_with_the_build(tmp_path: Path) -> None:
     assert alive == []
 
 
-def test_deal_balances_the_work() -> None:
-    from aot.model_pool import deal
+def test_workers_take_the_largest_buckets_first() -> None:
+    """Workers take jobs from one queue as they come free, largest first (by element
+    count), so that the build does not end waiting on a large bucket started last."""
+    from aot.model.plan import BucketJob, largest_first
 
     d, m = "default", "max-autotune"
-    jobs = [((1, 128), m), ((4, 128), m), ((16, 2048), m), ((32, 2048), m), ((1, 2048), m)]
-    shares = deal(jobs, 2)
-    assert shares == [[((32, 2048), m)],
-                      [((16, 2048), m), ((1, 2048), m), ((4, 128), m), ((1, 128), m)]]  # fmt: skip
+    jobs = [BucketJob(b, m) for b in [(1, 128), (4, 128), (16, 2048), (32, 2048), (1, 2048)]]
+    assert [j.bucket for j in largest_first(jobs)] == [
+        (32, 2048), (16, 2048), (1, 2048), (4, 128), (1, 128)]  # fmt: skip
     # two modes of one bucket are two jobs of the same cost, which may go to two workers
-    assert deal([((32, 2048), m), ((32, 2048), d)], 2) == [[((32, 2048), m)], [((32, 2048), d)]]
-    assert deal([((1, 8), d)], 3) == [[((1, 8), d)]]
+    assert largest_first([BucketJob((1, 8), d), BucketJob((2, 8), m), BucketJob((2, 8), d)]) == [
+        ((2, 8), m), ((2, 8), d), ((1, 8), d)]  # fmt: skip
 
 
 def test_model_build_needs_a_gpu_unless_cpu(tmp_path: Path) -> None:
@@ -436,7 +437,7 @@ def test_fastest_times_each_bucket_and_ships_what_it_chose(tmp_path: Path) -> No
     (the CPU here, both called directly: which wins is the machine's business); each bucket
     records every time, ships an artifact exactly when compiled won, and the bundle serves
     every size like eager."""
-    from aot.model_select import Serving, candidates, choose
+    from aot.model.select import Serving, candidates, choose
 
     out, arts, entries = _build_fastest(tmp_path)
     for b in arts.buckets:
@@ -457,8 +458,8 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     """Where eager measured faster (forced here for batch 2), the bucket ships no artifact
     and the loader serves the module's own forward there, padding included; batch 1 stays
     compiled. Loading and calling compile nothing in a fresh process."""
-    import aot.model as am
-    from aot.model_select import Choice, Serving
+    import aot.model.select as ms
+    from aot.model.select import Choice, Serving
 
     def measure(torch: Any, compiled: Any, eager: Any, inputs: Any, device: Any) -> Choice:
         assert list(compiled) == [""]  # one mode: its label is empty
@@ -468,7 +469,7 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
             return Choice(Serving("eager", False), times, {})
         return Choice(Serving("compiled", False), {**times, "compiled direct": 0.5}, {})
 
-    monkeypatch.setattr(am, "measure", measure)
+    monkeypatch.setattr(ms, "measure", measure)
     out, arts, entries = _build_fastest(tmp_path)
     impls = {b.bucket: (b.impl, b.entry) for b in arts.buckets}
     assert sorted(entries) == sorted(e for _, e in impls.values() if e)
@@ -508,7 +509,7 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
     candidate: the bucket ships compiled, with the reason in its metrics and the report.
     One whose compiled artifact fails as served is a build error: the loader would fail
     there too."""
-    import aot.model as am
+    import aot.model.select as ms
 
     def uncapturable(module: Any) -> Any:
         def run(*xs: Any) -> Any:
@@ -516,7 +517,7 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
 
         return run
 
-    monkeypatch.setattr(am, "eager_call", uncapturable)
+    monkeypatch.setattr(ms, "eager_call", uncapturable)
     out, arts, _ = _build_fastest(tmp_path)
     for b in arts.buckets:
         assert b.impl == "compiled" and list(b.metrics["timed_us"]) == ["compiled direct"]
@@ -528,7 +529,7 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
     def broken(*a: Any, **k: Any) -> Any:
         raise RuntimeError("capture failed")
 
-    monkeypatch.setattr(am, "measure", broken)
+    monkeypatch.setattr(ms, "measure", broken)
     message = (r"\[model\] at batch=1, seq=8: the compiled artifact does not run as the "
                r"loader serves it: .*capture failed")  # fmt: skip
     with pytest.raises(BuildError, match=message):
@@ -540,7 +541,7 @@ def test_an_eager_forward_that_cannot_be_served_keeps_the_bucket_compiled(
 def test_measure_picks_the_fastest_and_ties_go_to_compiled() -> None:
     import time
 
-    from aot.model_select import Serving, choose, measure
+    from aot.model.select import Serving, choose, measure
 
     def slow(*xs: Any) -> list[Any]:
         time.sleep(0.002)
@@ -563,7 +564,7 @@ def test_measure_picks_the_fastest_and_ties_go_to_compiled() -> None:
 
 
 def test_interleaved_takes_turns_call_by_call_and_rotates_who_goes_first() -> None:
-    from aot.model_select import interleaved
+    from aot.model.select import interleaved
 
     log: list[str] = []
     clock = iter(range(1000))
@@ -653,7 +654,7 @@ def test_several_modes_compile_each_and_the_fastest_serves(
     rebuild takes both from the cache. (Matmuls through ATen: Inductor's C++ matmul
     templates on the CPU add packed constants that no manifest lists.)"""
     from aot.cli import main
-    from aot.model_select import Serving, candidates, choose
+    from aot.model.select import Serving, candidates, choose
     from loader.manifest import Manifest
 
     text = (DATA / "tiny.toml").read_text().replace("batch = [1, 2], seq = [8, 16]",

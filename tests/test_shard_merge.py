@@ -12,7 +12,7 @@ import pytest
 import loader
 from aot.build import build, default_output
 from aot.cli import main
-from aot.errors import MergeError, UsageError
+from aot.errors import BuildError, MergeError, UsageError
 from aot.merge import merge, plan_order
 from aot.plan import Plan, make_plan
 from aot.recipe import load
@@ -173,6 +173,47 @@ def _kernel_table(plan: Plan) -> tuple[mf.KernelSpec, ...]:
 def test_bad_slice_options(shard: str | None, targets: str | None, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         Slice.parse(shard, targets)
+
+
+def _with_model(recipe_dir: Path) -> Path:
+    """small.toml's kernel and tests/data/model/tiny.toml's model in one recipe."""
+    model = (recipe_dir / "model" / "tiny.toml").read_text().split("[model]", 1)[1]
+    model = model.replace('"tiny.py:make_layer"', '"model/tiny.py:make_layer"')
+    path = recipe_dir / "with-model.toml"
+    path.write_text((recipe_dir / "small.toml").read_text() + "\n[model]" + model)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("recipe", "shard", "targets"),
+    [
+        ("with-model", "2/2", None),
+        ("with-model", None, "H100"),
+        # a model alone has no instances to slice; it was built whole, as if unsharded
+        ("model/tiny", "1/2", None),
+    ],
+)
+def test_a_sharded_build_with_a_model_is_refused(
+    recipe: str, shard: str | None, targets: str | None, recipe_dir: Path, tmp_path: Path
+) -> None:
+    """The model product cannot be sliced yet: a slice that is not all of it is refused
+    before any work, and nothing is written."""
+    from aot.model import ModelOptions
+
+    path = _with_model(recipe_dir) if recipe == "with-model" else recipe_dir / f"{recipe}.toml"
+    with pytest.raises(BuildError, match=r"^\[model\]: sharded builds \(--shard/--targets\) do "
+                       "not build models yet; build the recipe whole$"):  # fmt: skip
+        build(path, None, env_for(tmp_path / "c"), tmp_path, sl=Slice.parse(shard, targets),
+              model=ModelOptions(gpus=[]))  # fmt: skip
+    assert not (tmp_path / "artifacts").exists()
+
+
+def test_a_slice_covers_a_model_only_when_it_is_the_whole_build() -> None:
+    targets = load(ROOT / "tests" / "data" / "small.toml").targets  # sm_80, H100 (sm_90)
+    assert Slice().covers(targets) and Slice.parse("1/1", "sm_80,H100").covers(targets)
+    assert Slice.parse(None, "sm_80,sm_90").covers(targets)
+    assert not Slice.parse(None, "sm_80").covers(targets)
+    assert not Slice.parse("1/2", None).covers(targets)
 
 
 # -- conflicts, with hand-made parts (no compiling) -------------------------------------------

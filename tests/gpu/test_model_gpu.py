@@ -210,7 +210,7 @@ def test_fastest_times_every_serving_and_eager_buckets_serve_the_module(
     the choice is then forced to one eager serving): the bundle ships no artifact, and a
     fresh process serves every bucket and padded sizes from the module itself, replaying
     graphs of it or calling it, with no compiler imported."""
-    import aot.model_select as ms
+    import aot.model.select as ms
     from loader.format import BundleFile
     from loader.manifest import Manifest
 
@@ -238,7 +238,7 @@ def test_several_modes_and_a_compiled_bucket_called_directly(
     both modes and all six servings are timed on this GPU; the choice, forced here to the
     default mode's package called directly, ships that package alone, and a fresh process
     serves it without a graph and without importing a compiler."""
-    import aot.model_select as ms
+    import aot.model.select as ms
     from loader.format import BundleFile
     from loader.manifest import Manifest
 

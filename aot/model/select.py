@@ -32,6 +32,9 @@ none: the loader runs the service's own module). Nothing about the choice is cac
 every build measures it again on its own GPU. A candidate that fails as
 served (an eager forward that synchronizes with the host cannot be captured, say) is out,
 and the report says why; a compiled artifact that fails as served fails the build.
+
+With ``[model].select = "compiled"`` nothing is timed: the first mode's artifact serves,
+from a graph on a GPU (``serve``).
 """
 
 from __future__ import annotations
@@ -43,7 +46,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader.manifest import serving_label
-from loader.model import capture_graph
+from loader.model import capture_graph, eager_call, load_artifact, named_tensors
+
+from ..errors import BuildError
+from ..recipe import ModelRecipe
+from .compile import Artifact
+from .factory import random_inputs
+from .plan import Place
 
 CALLS = 50  # timed calls of each candidate
 WARMUP = 5  # untimed calls of each before the first timed one
@@ -167,3 +176,68 @@ def call_us(torch: Any, call: Callable[[], Any], on_gpu: bool) -> float:
     end.record()
     end.synchronize()
     return float(start.elapsed_time(end)) * 1000
+
+
+def time_bucket(
+    mr: ModelRecipe, model: Any, place: Place, bucket: tuple[int, ...],
+    arts: Mapping[str, Artifact], where: str,
+) -> Choice:  # fmt: skip
+    """The bucket's compiled artifacts (mode -> artifact) timed against the module's eager
+    forward, each served as the loader can serve it (``measure``)."""
+    import torch
+
+    sizes = dict(zip(mr.dims, bucket, strict=True))
+    xs = random_inputs(mr, sizes, place.device, torch.Generator(device="cpu").manual_seed(mr.seed))
+    named = named_tensors(model)
+    names = [w.name for w in arts[mr.modes[0]].weights]
+    device = torch.device(place.device)
+    with torch.no_grad():
+        runs = {
+            mr.label(m): load_artifact(torch, mr.backend, arts[m].data,
+                                       [named[n] for n in names], names, device)
+            for m in mr.modes
+        }  # fmt: skip
+        try:
+            return measure(torch, runs, eager_call(model), xs, device)
+        except Exception as exc:
+            served = " (from a CUDA graph, or directly)" if device.type == "cuda" else ""
+            raise BuildError(
+                f"[model] at {where}: the compiled artifact does not run as the loader serves "
+                f"it{served}: {exc!r}. The loader would fail the same way; "
+                '[model].select = "compiled" skips this timing'
+            ) from exc
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One bucket on one place, compiled and chosen: what the bundle and the report say."""
+
+    bucket: tuple[int, ...]
+    serving: Serving
+    data: bytes  # the serving mode's artifact; shipped only when a compiled one serves
+    metrics: Mapping[str, Any]  # the manifest's record of the bucket
+    arts: Mapping[str, Artifact]  # mode -> its artifact
+    cached: Mapping[str, bool]  # mode -> taken from the compile cache
+    choice: Choice | None  # the timings, when [model].select = "fastest"
+
+
+def serve(
+    mr: ModelRecipe, place: Place, bucket: tuple[int, ...], arts: Mapping[str, Artifact],
+    cached: Mapping[str, bool], choice: Choice | None,
+) -> Outcome:  # fmt: skip
+    """How the bucket is served: as ``choice`` chose, or (no choice) the first mode's
+    artifact, from a graph on a GPU; and the metrics recorded for it."""
+    first = mr.modes[0]
+    serving = Serving("compiled", place.device != "cpu", mr.label(first))
+    extra: dict[str, Any] = {}
+    if choice is not None:
+        serving = choice.serving
+        extra["timed_us"] = {k: round(v, 1) for k, v in choice.times_us.items()}
+        if choice.errors:  # out of the running; say why
+            extra["not_servable"] = {k: v[:300] for k, v in choice.errors.items()}
+    served = (serving.mode or first) if serving.impl == "compiled" else first
+    metrics = {**arts[served].metrics, **extra}
+    if len(mr.modes) > 1:  # each mode's compilation, for the record
+        metrics["modes"] = {m: {k: arts[m].metrics[k] for k in ("compile_s", "rel_err")}
+                            for m in mr.modes}  # fmt: skip
+    return Outcome(bucket, serving, arts[served].data, metrics, arts, cached, choice)
