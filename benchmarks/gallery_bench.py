@@ -111,7 +111,7 @@ def steady_row(
     dtype = dtype_of(table)
     kernel = bundle[name]
     args = ref.call_args(name, sizes, {"T": dtype}, kernel.launch_config)
-    keywords = ref.call_keywords(name, sizes)
+    keywords = ref.call_keywords(name, sizes, kernel)
     params = ref.kernel_params(name)
     zeroed = [args[params.index(p)] for p in conv.zeroed]
 
@@ -217,7 +217,7 @@ def child(args: argparse.Namespace) -> None:
         if conv.realign is not None:
             values = ref.launch_values(ref.recipe_kernels()[name], sizes)
             call = conv.realign(call, kernel.launch_config(**values))
-        kernel(*call, **ref.call_keywords(name, sizes))
+        kernel(*call, **ref.call_keywords(name, sizes, kernel))
     else:
         run = conv.jit(call)  # imports triton and the kernel file; the MoE aligns
         t_import = t_open = time.perf_counter()

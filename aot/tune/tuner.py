@@ -22,7 +22,7 @@ from loader import manifest as mf
 
 from ..compile import Compiled, CompilePool
 from ..heuristic import rank
-from ..kernel_env import fixed_for, sizes_at
+from ..kernel_env import env_at, fixed_for, sizes_at
 from ..pack import kernel_record, variant_record
 from ..plan import Config, Instance, Plan
 from ..progress import Progress
@@ -243,6 +243,9 @@ class Tuner:
         kr = inst.kernel
         sizes = sizes_at(kr, point, config)
         call = {n: sizes[n] for n, c in kr.call.items() if c.arg is None and n in sizes}
+        if kr.host:  # the values the host data was prepared for, as a service passes them
+            env = env_at(kr, point, config)
+            call.update({h: env[h] for h in kr.host})
         values = {**fixed_for(kr, dict(inst.dtypes)), **config.values()}
         return {"sizes": sizes, "call": call, "config": values}
 

@@ -161,6 +161,7 @@ class Worker:
     def bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         k = self.kernel(msg)
         sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"))
+        sets = [_bound(a, k, msg["dtypes"]) for a in sets]
         call = msg.get("call", {})
         variant = k.variant_for(*sets[0], **call).id
         before, after = self.hooks(msg, [p.name for p in k.params])
@@ -191,7 +192,7 @@ class Worker:
         checks = []
         calls = msg.get("calls") or [{}] * len(msg["sizes_list"])
         for sizes, call in zip(msg["sizes_list"], calls, strict=True):
-            args = list(make(sizes, msg["dtypes"]))
+            args = _bound(list(make(sizes, msg["dtypes"])), k, msg["dtypes"])
             expected = reference(*args)
             for name in expected:
                 args[names.index(name)].fill_(0.0 if name in zeroed else float("nan"))
@@ -222,6 +223,13 @@ class Worker:
         if op == "baseline":
             return self.baseline(msg)
         return {"ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _bound(args: list[Any], kernel: Any, binding: dict[str, str]) -> list[Any]:
+    """The example arguments under the instance's binding: an optional pointer the
+    binding passes as None is None (``inputs`` gives every pointer a tensor)."""
+    return [None if binding.get(p.name) == "none" else a for p, a in zip(kernel.params, args,
+                                                                         strict=True)]  # fmt: skip
 
 
 def _inputs(make: Callable[..., Any], config: dict[str, Any] | None) -> Callable[..., Any]:

@@ -455,9 +455,15 @@ def call_args(
     return list(inputs(sizes, dtypes, config=dict(launch_config(**values))))
 
 
-def call_keywords(name: str, sizes: Mapping[str, int]) -> dict[str, int]:
-    """The call values the bundle's kernel takes by keyword."""
-    return {k: sizes[k] for k in CONVENTIONS[name].keywords}
+def call_keywords(name: str, sizes: Mapping[str, int], kernel: Any = None) -> dict[str, int]:
+    """What the bundle's kernel takes by keyword: its call values, and the host values the
+    arguments were prepared for (the MoE's BLOCK_SIZE_M, from ``kernel.launch_config``)."""
+    out = {k: sizes[k] for k in CONVENTIONS[name].keywords}
+    host = recipe_kernels()[name].get("host", [])
+    if host:
+        config = kernel.launch_config(**launch_values(recipe_kernels()[name], sizes))
+        out.update({h: config[h] for h in host})
+    return out
 
 
 def kernel_object(name: str) -> Any:
