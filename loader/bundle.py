@@ -496,32 +496,43 @@ class Kernel:
         """The constexprs and launch options a call with these sizes would launch, before
         the call (host code that depends on them, such as padding tokens to BLOCK_SIZE_M,
         asks first). ``sizes`` gives every bucket key (arguments or call values) by name;
-        a derived constexpr is included when ``sizes`` has every value it reads."""
+        a derived constexpr is included when ``sizes`` has every value it reads, and one
+        the bundle has no variant for is refused as the call would be. ``dtypes`` picks
+        the binding (dtype variables, optional pointers as "given"/"none"); it may be left
+        out when every binding would launch the same."""
         missing = [k for k in self.spec.bucket_keys if k not in sizes]
         if missing:
             raise ArgumentError(f"{self.name}.launch_config() needs {', '.join(missing)}=...")
         keys = [sizes[k] for k in self.spec.bucket_keys]
         b = flat_bucket(self._buckets, keys) if keys else 0
-        inst = self._only_instance(dtypes)
+        given = dict(dtypes or {})
+        found = [i for i in self._instances.values()
+                 if all(i.dtypes.get(k) == v for k, v in given.items())]  # fmt: skip
+        answers = [self._config_of(inst, b, sizes) for inst in found]
+        if not answers or any(a != answers[0] for a in answers):
+            have = [dict(i.dtypes) for i in self._instances.values()]
+            raise ArgumentError(f"{self.name}.launch_config(): the bindings launch different "
+                                f"configs here; give dtypes= naming one of {have}")  # fmt: skip
+        return answers[0]
+
+    def _config_of(self, inst: _Instance, b: int, sizes: Mapping[str, int]) -> dict[str, Any]:
         variant = inst.choices[b][-1].variant  # the generic one: same config, fewest assumptions
         derived = {d.name for d in self.spec.derived}
         out: dict[str, Any] = {k: v for k, v in variant.meta.items() if k not in derived}
         for d in self.spec.derived:
             e = parse(d.expr, predicate=True)
             if e.names <= set(sizes) | set(out):
-                out[d.name] = e.evaluate({**out, **sizes})
+                value = e.evaluate({**out, **sizes})
+                held = {v.meta.get(d.name) for v in inst.variants}
+                if value not in held:
+                    at = ", ".join(f"{n}={sizes[n]}" for n in sorted(e.names & set(sizes)))
+                    raise ArgumentError(
+                        f"{self.name}: {d.name} = {d.expr} is {value!r} at {at}, and the "
+                        f"bundle's variants have {d.name} in {sorted(held, key=repr)}. Add "
+                        "the value to the recipe's sizes (or buckets) and rebuild"
+                    )
+                out[d.name] = value
         return {**out, "num_warps": variant.num_warps, "num_stages": variant.num_stages}
-
-    def _only_instance(self, dtypes: Mapping[str, str] | None) -> _Instance:
-        given = dict(dtypes or {})
-        found = [i for i in self._instances.values()
-                 if all(i.dtypes.get(k) == v for k, v in given.items())]  # fmt: skip
-        if len(found) == 1:
-            return found[0]
-        have = [dict(i.dtypes) for i in self._instances.values()]
-        raise ArgumentError(
-            f"{self.name}.launch_config(): give dtypes= naming one of the bindings {have}"
-        )
 
     def __call__(
         self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None, **call: Any

@@ -214,3 +214,15 @@ def test_a_size_that_no_expression_reads_must_be_an_argument(tmp_path: Path) -> 
     )
     with pytest.raises(RecipeError, match=re.escape("blocked.sizes.unused: unused is no argument")):
         load(path)
+
+
+def test_launch_config_answers_for_every_binding_or_asks_which(
+    shipped: Path, fake: FakeLib
+) -> None:
+    rms = loader.open(shipped)["rms"]
+    cfg = rms.launch_config(n_rows=5, n_cols=3000)  # both dtypes launch the same here
+    assert cfg["BLOCK_SIZE"] == 4096 and "num_warps" in cfg
+    with pytest.raises(loader.ArgumentError, match="BLOCK_SIZE in"):
+        rms.launch_config(n_rows=5, n_cols=2048)  # refused as the call would be
+    mm = loader.open(shipped)["mm"]
+    assert mm.launch_config(dtypes={"bias_ptr": "given"}, M=16)["BLOCK_M"] == 32

@@ -165,7 +165,9 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         space=meta.space,
         default=parse_default(v, k, w, meta.space),
         constraints=parse_constraints(v, k, w, names),
-        specializations=_specializations(v, k, w, signature, buckets, kernel, example),
+        specializations=_specializations(
+            v, k, w, signature, buckets, kernel, example, values.listed
+        ),
         tune=tune,
         reference=reference,
         inputs=inputs,
@@ -192,10 +194,11 @@ def _specializations(
     buckets: Mapping[str, tuple[int, ...]],
     kernel: Shipped,
     example: Example | None,
+    listed: Mapping[str, tuple[int, ...]],
 ) -> tuple[Mapping[str, int], ...]:
     if "specializations" in k or example is None:
         return parse_specializations(v, k, w, signature, buckets)
-    return example_specializations(kernel, example, signature, buckets)
+    return example_specializations(kernel, example, signature, buckets, listed)
 
 
 def ordered_derived(

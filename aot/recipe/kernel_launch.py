@@ -115,6 +115,7 @@ def example_specializations(
     example: Example,
     signature: Mapping[str, str],
     buckets: Mapping[str, tuple[int, ...]],
+    listed: Mapping[str, tuple[int, ...]],
 ) -> tuple[Mapping[str, int], ...]:
     """What Triton's JIT would compile for the recipe's example, beside the generic
     variant that fits every call:
@@ -122,7 +123,7 @@ def example_specializations(
     - each pointer divisible by 16, each integer equal to 1 or divisible by 16 as its
       example value is — except bucket keys and the integers that change with them (they
       change from call to call), and what the author keeps from specializing
-      (``do_not_specialize``);
+      (``do_not_specialize``); a listed size is divisible by 16 if all its values are;
     - and, where that assumes more, the same with pointers and ones only: a call at
       another size (a hint, not a limit) then still gets aligned loads.
     """
@@ -130,6 +131,12 @@ def example_specializations(
     full: dict[str, int] = {}
     for p in kernel.runtime:
         t = signature.get(p.name, "")
+        if p.name in listed and p.specialize and p.align:
+            # A size listed with exact values (row widths): divisible by 16 if all are,
+            # which is what vectorises a row's masked loads.
+            if all(x % 16 == 0 for x in listed[p.name]):
+                full[p.name] = 16
+            continue
         if p.name in buckets or p.name in example.varying or not p.specialize:
             continue
         if t.startswith("*") and p.align:

@@ -80,9 +80,11 @@ class Values:
 
     def probe(self, meta: Meta, smallest: bool = False) -> dict[str, int]:
         """One value of every size, for reading example arguments: the largest bound of
-        each bucket key (so an argument that needs 64 bits shows it), or the smallest."""
+        each bucket key (so an argument that needs 64 bits shows it), or the smallest
+        (listed sizes stay at their largest: they are exact values, not ranges)."""
         at = 0 if smallest else -1
-        out = {n: b[at] for n, b in (*self.buckets.items(), *self.listed.items())}
+        out = {n: b[at] for n, b in self.buckets.items()}
+        out.update({n: b[-1] for n, b in self.listed.items()})
         out.update(self.sizes)
         out.update(self.constants)
         env: dict[str, Constexpr] = {**meta.fixed, **meta.first_config(), **out}
