@@ -27,11 +27,11 @@ from loader.format import write_atomic
 from .errors import UsageError
 from .heuristics import Untranslatable, translate
 from .kernelfile import KernelImportError, load_module
-from .kernelscan import Launch, Usage, launches, scan
+from .kernelscan import Launch, Usage, find_kernels, launches, usage_of
 from .output import check_output
 from .recipe.placeholders import PLACEHOLDER
 from .recipe.validate import IDENT, NAME
-from .shipped import NotAKernel, Shipped, unwrap
+from .shipped import Shipped
 from .targets import UnknownTarget, resolve
 
 DEFAULT_TARGETS = ("sm_80", "sm_90")
@@ -74,6 +74,8 @@ class Draft:
 def init(file: Path, output: Path | None, targets: Sequence[str], force: bool) -> Draft:
     """Draft the recipe for ``file`` and write it (refusing to overwrite unless ``force``)."""
     out = output if output is not None else file.with_suffix(".toml")
+    if os.path.lexists(out) and os.path.lexists(file) and os.path.samefile(out, file):
+        raise UsageError(f"-o {out} is the kernel file itself; name a .toml file")
     if os.path.lexists(out) and not force:
         raise UsageError(f"{out} exists; pass --force to overwrite it, or -o to write elsewhere")
     check_output(out)
@@ -129,60 +131,6 @@ def _import(file: Path) -> ModuleType:
                          f"{exc}") from None  # fmt: skip
 
 
-def find_kernels(module: ModuleType, file: Path) -> tuple[list[tuple[str, Shipped]], list[str]]:
-    """The module-level kernels ``file`` defines, in definition order (not those it imports,
-    nor a @triton.jit function a module-level autotune/heuristics wraps, nor device
-    functions), and what was skipped with why."""
-    from triton.runtime.autotuner import Autotuner, Heuristics
-    from triton.runtime.jit import JITFunction
-
-    objects = [(a, o) for a, o in vars(module).items()
-               if isinstance(o, JITFunction | Autotuner | Heuristics)]  # fmt: skip
-    wrapped = {id(_inner(o)) for _, o in objects if not isinstance(o, JITFunction)}
-    seen: set[int] = set()
-    found: list[tuple[str, Shipped]] = []
-    skipped: list[str] = []
-    for attr, obj in objects:
-        if id(obj) in seen or (isinstance(obj, JITFunction) and id(obj) in wrapped):
-            continue
-        seen.add(id(obj))
-        try:
-            k = unwrap(obj)
-        except NotAKernel as exc:
-            skipped.append(f"{attr}: it {exc}")
-            continue
-        if _filename(k) != file.resolve():
-            continue  # imported from another file: its own file's recipe drafts it
-        found.append((attr, k))
-    called = set().union(*(_usage(k).calls for _, k in found)) if found else set()
-    kernels = []
-    for attr, k in found:
-        usage = _usage(k)
-        if usage.returns_value or (attr in called and k.layers == ("jit",)):
-            skipped.append(f"{attr}: a device function (it returns a value, or other "
-                           "kernels call it), not a kernel")  # fmt: skip
-        else:
-            kernels.append((attr, k))
-    return kernels, skipped
-
-
-def _inner(obj: Any) -> Any:
-    for _ in range(16):
-        if not hasattr(obj, "fn") or type(obj).__name__ == "JITFunction":
-            break
-        obj = obj.fn
-    return obj
-
-
-def _filename(k: Shipped) -> Path | None:
-    code = getattr(getattr(k.jit, "fn", None), "__code__", None)
-    return Path(code.co_filename).resolve() if code is not None else None
-
-
-def _usage(k: Shipped) -> Usage:
-    return scan(str(getattr(k.jit, "src", "")), [p.name for p in k.params])
-
-
 def _recipe_name(attr: str) -> str:
     name = attr.strip("_").removesuffix("_kernel").removeprefix("kernel_") or attr.strip("_")
     name = re.sub(r"[^A-Za-z0-9_]", "_", name)
@@ -220,7 +168,7 @@ def _header(file: Path, out: Path, targets: list[str], n: int) -> str:
     return (
         "\n#\n".join(_comment(p) for p in paragraphs)
         + f'\nformat = 1\n\n[bundle]\nname = {toml_value(bundle)}\nversion = "0.1.0"\n'
-        + f"targets = {toml_value(targets)}  # the GPUs to build for: products (H100, A100) or archs\n"
+        + f"targets = {toml_value(targets)}  # GPUs to build for: products (H100, A100) or archs\n"
     )
 
 
@@ -327,7 +275,7 @@ def _rule(rule: Any) -> str | Untranslatable:
 
 
 def _kernel(name: str, attr: str, k: Shipped, source: str, found: list[Launch]) -> KernelDraft:
-    kinds = _kinds(k, _usage(k))
+    kinds = _kinds(k, usage_of(k))
     layers = _layers(k)
     t = _Table(["[[kernel]]"])
     t.key("name", name)
@@ -400,7 +348,7 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment("Representative values of the other sizes (for the grid, inputs and tuning); "
                   "a list is several values one bundle serves.")  # fmt: skip
         t.key("sizes", {n: PLACEHOLDER for n in kinds.sizes})
-    nones = [p for p in kinds.pointers if p in _usage(k).none_tested]
+    nones = [p for p in kinds.pointers if p in usage_of(k).none_tested]
     if nones:
         t.comment(f"The kernel tests {', '.join(nones)} against None: if callers pass None, "
                   "list it as optional (both forms are built and chosen per call).")  # fmt: skip

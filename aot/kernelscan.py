@@ -1,12 +1,15 @@
-"""What a kernel file's source says that its kernel objects do not, for ``aotc init``.
+"""What a kernel file holds, for ``aotc init``: its kernels, and what its source says
+that the kernel objects do not.
 
-A kernel object holds its parameters, autotune's configs and heuristics, but not what
-each runtime argument is (pointer, size, stride, float), nor the grid its host wrapper
-launches it with. Both are read here from the source, as guesses for a draft recipe: a
-parameter is a pointer when a load or store reads through it (or its ``.dtype`` is read),
-a size when it bounds a loop, a ``cdiv``, a comparison or a ``%``; a launch is a
-``kernel[grid](...)`` call, its grid rewritten into the loader's expression language
-where it can be. Nothing here is trusted by a build: the recipe's own checks are.
+The kernels are the module-level Triton kernels the file itself defines, device functions
+(called by other kernels, or returning a value) left out. A kernel object holds its
+parameters, autotune's configs and heuristics, but not what each runtime argument is
+(pointer, size, stride, float), nor the grid its host wrapper launches it with. Both are
+read here from the source, as guesses for a draft recipe: a parameter is a pointer when a
+load or store reads through it (or its ``.dtype`` is read), a size when it bounds a loop, a
+``cdiv``, a comparison or a ``%``; a launch is a ``kernel[grid](...)`` call, its grid
+rewritten into the loader's expression language where it can be. Nothing here is trusted
+by a build: the recipe's own checks are.
 """
 
 from __future__ import annotations
@@ -15,8 +18,12 @@ import ast
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from loader.expr import ExprError, parse
+
+from .shipped import NotAKernel, Shipped, unwrap
 
 # Calls whose first argument is a pointer (through offsets added to it).
 _MEMORY = {
@@ -26,6 +33,61 @@ _MEMORY = {
 }  # fmt: skip
 _BOUNDING = {"range", "static_range", "cdiv", "multiple_of"}  # calls whose args are sizes
 _GRID_CALLS = {"cdiv": "cdiv", "next_power_of_2": "next_power_of_2", "min": "min", "max": "max"}
+
+
+def find_kernels(module: ModuleType, file: Path) -> tuple[list[tuple[str, Shipped]], list[str]]:
+    """The module-level kernels ``file`` defines, in definition order (not those it imports,
+    nor a @triton.jit function a module-level autotune/heuristics wraps, nor device
+    functions), and what was skipped with why."""
+    from triton.runtime.autotuner import Autotuner, Heuristics
+    from triton.runtime.jit import JITFunction
+
+    objects = [(a, o) for a, o in vars(module).items()
+               if isinstance(o, JITFunction | Autotuner | Heuristics)]  # fmt: skip
+    wrapped = {id(_inner(o)) for _, o in objects if not isinstance(o, JITFunction)}
+    seen: set[int] = set()
+    found: list[tuple[str, Shipped]] = []
+    skipped: list[str] = []
+    for attr, obj in objects:
+        if id(obj) in seen or (isinstance(obj, JITFunction) and id(obj) in wrapped):
+            continue
+        seen.add(id(obj))
+        try:
+            k = unwrap(obj)
+        except NotAKernel as exc:
+            skipped.append(f"{attr}: it {exc}")
+            continue
+        if _filename(k) != file.resolve():
+            continue  # imported from another file: its own file's recipe drafts it
+        found.append((attr, k))
+    called = set().union(*(usage_of(k).calls for _, k in found)) if found else set()
+    kernels = []
+    for attr, k in found:
+        usage = usage_of(k)
+        if usage.returns_value or (attr in called and k.layers == ("jit",)):
+            skipped.append(f"{attr}: a device function (it returns a value, or other "
+                           "kernels call it), not a kernel")  # fmt: skip
+        else:
+            kernels.append((attr, k))
+    return kernels, skipped
+
+
+def _inner(obj: Any) -> Any:
+    for _ in range(16):
+        if not hasattr(obj, "fn") or type(obj).__name__ == "JITFunction":
+            break
+        obj = obj.fn
+    return obj
+
+
+def _filename(k: Shipped) -> Path | None:
+    code = getattr(getattr(k.jit, "fn", None), "__code__", None)
+    return Path(code.co_filename).resolve() if code is not None else None
+
+
+def usage_of(k: Shipped) -> Usage:
+    """How the kernel's own body uses its parameters."""
+    return scan(str(getattr(k.jit, "src", "")), [p.name for p in k.params])
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ from aot.init import toml_value
 from aot.plan import make_plan
 from aot.recipe import load
 
+from .conftest import expect_recipe
+
 ROOT = Path(__file__).resolve().parents[1]
 GALLERY = ROOT / "recipes" / "gallery"
 SHIPPED = ROOT / "tests" / "data" / "shipped"
@@ -316,3 +318,45 @@ def test_bad_arguments(tmp_path: Path) -> None:
                 "--target", "H1000"], tmp_path / "c")  # fmt: skip
     assert r.exit_code == 2 and "--target: unknown GPU 'H1000'" in r.stderr
     assert not (tmp_path / "s.toml").exists()
+    kernel = tmp_path / "k.py"
+    shutil.copy(GALLERY / "softmax.py", kernel)
+    r = invoke(["init", str(kernel), "-o", str(kernel), "--force"], tmp_path / "c")
+    assert r.exit_code == 2 and "is the kernel file itself; name a .toml file" in r.stderr
+    assert kernel.read_text() == (GALLERY / "softmax.py").read_text()
+
+
+CONSTS = (
+    'format = 1\n[bundle]\nname = "c"\nversion = "1"\ntargets = ["sm_90"]\n[[kernel]]\n'
+    'name = "k"\nsource = "kernels.py:consts_kernel"\n'
+    'signature = { out_ptr = "*fp32", n = "i32" }\nbuckets = { n = [1024] }\n'
+)
+FIXED = 'fixed = { SCALE = 0.5, FLAG = true, NOTHING = "None", OUT_T = "tl.float32" }\n'
+
+
+@pytest.mark.parametrize(
+    ("rest", "fragments"),
+    [
+        ('grid = "TODO"\n', ["[[kernel]] k.grid: 'TODO' is a placeholder", "fill in the grid"]),
+        (
+            'grid = "1"\nsizes = { m = "TODO" }\n',
+            ["k.sizes.m: 'TODO' is a placeholder", "fill in sizes.m: a representative value of m"],
+        ),
+        (
+            'grid = "1"\nspace = { BLOCK = [64, " TODO"] }\n',
+            ["k.space.BLOCK[1]: ' TODO' is a placeholder", "fill in space.BLOCK: a list of values"],
+        ),
+        (
+            'grid = "TODO"\ncall = { rows = "TODO" }\n',
+            ["k.grid: 'TODO'", "(also to fill in: k.call.rows)"],
+        ),
+        # A string that merely starts with the letters is a value like any other.
+        ('grid = "1"\nspace = { BLOCK = [64] }\n' + FIXED[:-3] + ', MODE = "TODO_X" }\n', []),
+    ],
+)
+def test_placeholders_are_named_with_what_to_fill_in(
+    tmp_path: Path, rest: str, fragments: list[str]
+) -> None:
+    folder = copy_without_recipes(SHIPPED, tmp_path / "k")
+    recipe = folder / "c.toml"
+    recipe.write_text(CONSTS + rest + ("" if "MODE" in rest else FIXED))
+    expect_recipe(recipe, fragments)

@@ -6,12 +6,14 @@ needs, rather than failing later as a path that does not exist or an unknown nam
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
 from .validate import IDENT, Validator, show
 
 PLACEHOLDER = "TODO"
+_MARKED = re.compile(rf"\s*{PLACEHOLDER}\b")  # "TODO", "TODO.py:f"; not "TODO_X"
 _SHOWN = 6  # the other placeholders named in one message
 
 # What to fill in, by the kernel key holding the placeholder ({n}: the entry's name).
@@ -68,7 +70,7 @@ def _placeholders(index: int, table: Any) -> Iterator[tuple[str, tuple[str, ...]
             stack.extend(((*path, str(k)), x) for k, x in reversed(value.items()))
         elif isinstance(value, list):
             stack.extend(((*path, f"[{i}]"), x) for i, x in reversed(list(enumerate(value))))
-        elif isinstance(value, str) and value.strip().startswith(PLACEHOLDER):
+        elif isinstance(value, str) and _MARKED.match(value):
             yield where + _dotted(path), path, value
 
 
