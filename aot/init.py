@@ -229,7 +229,8 @@ class _Kinds:
     sizes: tuple[str, ...]
     untyped_pointers: bool  # a pointer whose element type no annotation gives
     keys: tuple[str, ...]  # autotune's key: integer arguments, the bucket keys
-    searched: tuple[str, ...]  # set by autotune's configs (when aotc can take them)
+    autotuned: bool  # autotune's configs are the search space (no hooks aotc cannot run)
+    searched: tuple[str, ...]  # set by autotune's configs
     rules: Mapping[str, str | Untranslatable]  # heuristic -> expression, or why not
     defaults: Mapping[str, Any]
     unset: tuple[str, ...]  # constexprs nothing above gives a value
@@ -257,7 +258,7 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     given = set(searched) | set(rules) | set(defaults)
     unset = [p.name for p in k.constexprs if p.name not in given]
     return _Kinds(tuple(p.name for p in runtime), tuple(pointers), tuple(sizes), untyped,
-                  tuple(keys), tuple(searched), rules, defaults, tuple(unset))  # fmt: skip
+                  tuple(keys), usable, tuple(searched), rules, defaults, tuple(unset))  # fmt: skip
 
 
 _INTS = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
@@ -368,7 +369,7 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
             t.lines.append(f"# {name} = {_constexpr(value)}, its default (set it in fixed to "
                            "launch another value)")  # fmt: skip
     tuned = k.autotune
-    if kinds.searched and tuned is not None:
+    if kinds.autotuned and tuned is not None:
         n = len(tuned.configs)
         pruned = " pruned per bucket by its prune_configs_by," if tuned.early_config_prune or (
             tuned.perf_model) else ""  # fmt: skip
@@ -378,9 +379,9 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
                                     (tuned.restore_value, "restored", "restore_value"))
             if names
         )  # fmt: skip
-        t.comment(f"No [kernel.space]: @triton.autotune's {n} configs ({', '.join(kinds.searched)}"
-                  f", num_warps, num_stages) are the search space,{pruned}{kept} as the JIT "
-                  "would tune them.")  # fmt: skip
+        what = ", ".join((*kinds.searched, "num_warps", "num_stages"))
+        t.comment(f"No [kernel.space]: @triton.autotune's {n} configs ({what}) are the search "
+                  f"space,{pruned}{kept} as the JIT would tune them.")  # fmt: skip
         if kinds.unset:
             t.comment("The configs do not set these constexprs: give their values.")
             t.key("fixed", {n: PLACEHOLDER for n in kinds.unset})
@@ -388,9 +389,26 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
     if tuned is not None:
         t.comment("@triton.autotune has a pre_hook or post_hook (host code aotc cannot run), so "
                   "its configs cannot be the search space: give [kernel.space].")  # fmt: skip
+    _space(t, k, kinds)
+
+
+def _space(t: _Table, k: Shipped, kinds: _Kinds) -> None:
+    """A ``[kernel.space]`` skeleton: the constexprs nothing gives a value, with the values
+    autotune's configs list where it has some (and hooks that keep them from being the
+    space), and the launch options."""
+    listed: dict[str, list[Any]] = {}
+    for c in k.autotune.configs if k.autotune is not None else ():
+        for name, value in c.kwargs:
+            values = listed.setdefault(name, [])
+            if value not in values:
+                values.append(value)
     t.lines.append("")
     t.lines.append("[kernel.space]  # the search space: every combination is a candidate")
     for name in kinds.unset:
+        if name in listed and all(type(x) in (int, bool, str) for x in listed[name]):
+            t.key(name, listed[name], review=True, note="from @triton.autotune's configs")
+            t.check[-1] = f"space.{name}"
+            continue
         t.key(name, PLACEHOLDER)
         t.lines[-1] += "  # no default: the values to search, or move it to fixed or derived"
         t.fill[-1] = f"space.{name}"

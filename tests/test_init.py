@@ -360,3 +360,46 @@ def test_placeholders_are_named_with_what_to_fill_in(
     recipe = folder / "c.toml"
     recipe.write_text(CONSTS + rest + ("" if "MODE" in rest else FIXED))
     expect_recipe(recipe, fragments)
+
+
+HOOKS_FILE = """
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=4), triton.Config({}, num_warps=8)],
+                 key=["n"])
+@triton.jit
+def warps_kernel(x_ptr, n, BLOCK: tl.constexpr = 128):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+
+def _zero(nargs):
+    nargs["x_ptr"].zero_()
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 64}, num_warps=4, pre_hook=_zero),
+                          triton.Config({"BLOCK": 128}, num_warps=4, pre_hook=_zero)],
+                 key=["n"])
+@triton.jit
+def hooked_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, 1.0, mask=offs < n)
+"""
+
+
+def test_autotune_configs_aotc_cannot_take_become_a_space_to_review(tmp_path: Path) -> None:
+    (tmp_path / "hooks.py").write_text(HOOKS_FILE)
+    r = invoke(["init", str(tmp_path / "hooks.py")], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    doc, text = draft_of(tmp_path / "hooks.toml")
+    warps, hooked = doc["kernel"]
+    # Configs that set only launch options are the search space all the same.
+    assert "space" not in warps and "@triton.autotune's 2 configs (num_warps, num_stages)" in (
+        flat(text)
+    )
+    assert "# BLOCK = 128, its default" in text
+    assert "has a pre_hook or post_hook (host code aotc cannot run)" in flat(text)
+    assert hooked["space"] == {"BLOCK": [64, 128], "num_warps": [4, 8], "num_stages": [3]}
+    assert "check: dtypes, buckets, space.BLOCK, space.num_warps, space.num_stages" in r.stdout
