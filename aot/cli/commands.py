@@ -310,3 +310,27 @@ def verify(bundle: Path) -> None:
 
     from_environ()
     click.echo(check(bundle))
+
+
+@cli.command(
+    "init",
+    help="write a draft recipe for every Triton kernel a Python file defines (FILE.toml beside "
+    "it, or -o), with placeholders for what only you know; then fill them in and run aotc plan",
+    short_help="write a draft recipe for the kernels of a Python file",
+)
+@click.argument("file", type=INPUT)
+@click.option("-o", "--output", type=OUTPUT, help="the recipe to write (default: FILE.toml)")
+@click.option(
+    "--target",
+    "targets",
+    multiple=True,
+    metavar="GPU",
+    help="a GPU to build for, by product or arch (repeatable; default: sm_80 and sm_90)",
+)
+@click.option("--force", is_flag=True, help="overwrite the recipe if it exists")
+def init_recipe(file: Path, output: Path | None, targets: tuple[str, ...], force: bool) -> None:
+    from ..init import init
+
+    from_environ()
+    d = init(file, output, targets, force)
+    click.echo(f"wrote {d.output}: {d.summary()}")

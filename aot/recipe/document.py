@@ -24,6 +24,7 @@ from .bundle import MAX_PLAN_SIZE, parse_bundle
 from .kernel import KernelRecipe, parse_kernels
 from .model import ModelRecipe, parse_model
 from .pipeline import parse_pipelines
+from .placeholders import check as check_placeholders
 from .validate import Validator
 
 FORMAT = 1
@@ -114,6 +115,7 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
             "[[kernel]]",
             "the recipe lists no kernels; add at least one [[kernel]] table (or a [model])",
         )
+    check_placeholders(v, kernels_raw)  # a draft from `aotc init`: say what to fill in
     kernels = parse_kernels(v, kernels_raw, path.parent)
     pipelines = parse_pipelines(v, doc.get("pipeline"), {k.name: k for k in kernels})
     return Recipe(
