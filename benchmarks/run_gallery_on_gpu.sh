@@ -3,7 +3,8 @@
 # (and the shipped-kernel test recipe) on this GPU, run the gallery's GPU tests against
 # those bundles, then benchmarks/gallery_bench.py. Everything lands in $OUT/gallery.tar.gz
 # (logs, reports, tuning databases, the benchmark's JSON); a summary is printed
-# last. STAGES picks stages (default "build tests bench"); KERNELS limits the benchmark;
+# last. STAGES picks stages (default "build tests bench"; "core" runs the other GPU tests
+# on the example and MLP bundles carried in $CORE); KERNELS limits the benchmark;
 # SEED names a carried folder of bundles and tuning databases from an earlier call.
 #
 #   device: carry [".whl"], command: bash benchmarks/run_gallery_on_gpu.sh
@@ -61,6 +62,16 @@ if [[ " $STAGES " == *" tests "* ]]; then
     tests/gpu/test_gallery_gpu.py -p no:cacheprovider -rf > "$W/logs/gpu-tests.log" 2>&1
   echo "gallery GPU tests: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/gpu-tests.log")" >> "$summary"
   grep -E "^(FAILED|ERROR)" "$W/logs/gpu-tests.log" | head -20 >> "$summary"
+fi
+
+if [[ " $STAGES " == *" core "* ]]; then  # the other GPU tests, on bundles carried in $CORE
+  start=$SECONDS
+  AOTC_TEST_BUNDLE=$CORE/example.aotc AOTC_TEST_MLP_BUNDLE=$CORE/mlp.aotc \
+    timeout "${CORE_TIMEOUT:-150}" python3 -m pytest -q -m gpu tests/gpu/test_example_gpu.py \
+    tests/gpu/test_pipeline_gpu.py tests/gpu/test_tune_gpu.py -k "not end_to_end" \
+    -p no:cacheprovider -rf > "$W/logs/core-tests.log" 2>&1
+  echo "core GPU tests: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/core-tests.log")" >> "$summary"
+  grep -E "^(FAILED|ERROR)" "$W/logs/core-tests.log" | head -20 >> "$summary"
 fi
 
 if [[ " $STAGES " == *" bench "* ]]; then
