@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,8 +32,9 @@ from loader.format import MAGIC, BundleFile, canonical_json, encode, write_atomi
 
 from .errors import BadBundle, MergeError, UsageError
 from .pack import failure_order
+from .plan import binding_order
+from .select import InstanceKey
 
-InstanceKey = tuple[str, str, tuple[tuple[str, str], ...]]
 # Top-level manifest keys this merge understands; anything else is refused, not dropped.
 _KNOWN_KEYS = frozenset(
     {"bundle", "provenance", "targets", "kernels", "pipelines", "build", "entries", "payload_size"}
@@ -139,12 +139,12 @@ KINDS = {"bundle": (lambda head: head.startswith(MAGIC), merge_bundles)}
 
 
 def plan_order(m: mf.Manifest) -> Iterator[InstanceKey]:
-    """Every instance of the full plan, in plan order, from the manifest alone."""
+    """Every instance of the full plan, in plan order, from the manifest alone: kernels,
+    then targets, then bindings in the plan's own order (``aot.plan.binding_order``)."""
     for k in m.kernels:
-        names = sorted(k.dtype_vars)
         for t in m.targets:
-            for combo in itertools.product(*(k.dtype_vars[n] for n in names)):
-                yield (k.name, t.name, tuple(zip(names, combo, strict=True)))
+            for binding in binding_order(k.binding_options()):
+                yield (k.name, t.name, binding)
 
 
 def label(key: InstanceKey) -> str:
@@ -228,7 +228,8 @@ def _instances(parts: list[_Part]) -> dict[InstanceKey, tuple[mf.Instance, _Part
     for part in parts:
         for k in part.manifest.kernels:
             for inst in k.instances:
-                key: InstanceKey = (k.name, inst.target, tuple(sorted(inst.dtypes.items())))
+                binding = tuple((n, inst.dtypes[n]) for n in k.binding_options())
+                key: InstanceKey = (k.name, inst.target, binding)
                 prev = table.get(key)
                 if prev is None:
                     table[key] = (inst, part)

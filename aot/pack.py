@@ -111,7 +111,8 @@ def kernel_record(kr: KernelRecipe, instances: tuple[mf.Instance, ...]) -> mf.Ke
         call=tuple(mf.CallValue(c.name, c.arg, c.dim, c.rank) for c in kr.call.values()),
         derived=tuple(mf.Derived(n, e.text) for n, e in kr.derived.items()),
         checks=tuple(c.text for c in kr.constraints if call_dependent(kr, c)),
-        optional=tuple(sorted(kr.optional + kr.always_none)),
+        optional=tuple(sorted(kr.optional)),
+        always_none=tuple(sorted(kr.always_none)),
         host=kr.host,
     )
 

@@ -12,7 +12,7 @@ takes across the buckets each get their own variants (kernel_env.py).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .config import Config, Constexpr
@@ -170,16 +170,29 @@ def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
     return Plan(recipe, sources, tuple(instances))
 
 
-def bindings(kr: KernelRecipe) -> list[tuple[tuple[str, str], ...]]:
-    """Every binding of the dtype variables, then of the optional pointers (sorted by
-    name; a kernel with neither has the one empty binding)."""
-    names = sorted(kr.dtypes)
-    pointers = sorted(kr.optional + kr.always_none)
-    choices = [kr.dtypes[n] for n in names]
-    choices += [(NONE,) if p in kr.always_none else (GIVEN, NONE) for p in pointers]
-    return [
-        tuple(zip(names + pointers, combo, strict=True)) for combo in itertools.product(*choices)
-    ]
+Binding = tuple[tuple[str, str], ...]
+
+
+def binding_order(options: Mapping[str, Sequence[str]]) -> list[Binding]:
+    """Every binding of ``options`` (each key's values), in the one order the plan, the
+    shards and ``aotc merge`` agree on: the keys as given, their values' product."""
+    names = list(options)
+    return [tuple(zip(names, c, strict=True)) for c in itertools.product(*options.values())]
+
+
+def binding_options(kr: KernelRecipe) -> dict[str, tuple[str, ...]]:
+    """The dtype variables (sorted), then the pointers that may be None (sorted): passed
+    or None for an ``optional`` one, None only for one ``inputs`` always passes as None.
+    The manifest's ``KernelSpec.binding_options`` gives the same from a bundle."""
+    out = {n: tuple(kr.dtypes[n]) for n in sorted(kr.dtypes)}
+    for p in sorted(kr.optional + kr.always_none):
+        out[p] = (NONE,) if p in kr.always_none else (GIVEN, NONE)
+    return out
+
+
+def bindings(kr: KernelRecipe) -> list[Binding]:
+    """Every binding of the kernel (a kernel with neither has the one empty binding)."""
+    return binding_order(binding_options(kr))
 
 
 def configs_of(kr: KernelRecipe) -> list[Config]:

@@ -373,7 +373,7 @@ class Kernel:
         self._buckets = spec.buckets
         self._instances: dict[tuple[str, ...], _Instance] = {}
         self._vars = tuple(sorted(spec.dtype_vars))
-        self._optional = tuple(sorted(spec.optional))
+        self._optional = spec.nullable
         self._binding = self._vars + self._optional
         for inst in spec.instances:
             if inst.target == target:
@@ -392,7 +392,7 @@ class Kernel:
         grid_names = set().union(*(parse(g).names for g in spec.grid))
         keyword = [*spec.call, *(CallValue(h) for h in spec.host)]
         self._fast = FastPath(spec.params, self._key_positions, spec.buckets, grid_names,
-                              optional=spec.optional, call=keyword)  # fmt: skip
+                              optional=spec.nullable, call=keyword)  # fmt: skip
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)

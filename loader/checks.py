@@ -57,9 +57,11 @@ def check_kernel(k: KernelSpec) -> None:
         raise DecodeError("derived", "names a value twice, or an integer parameter")
     reads = _reads(tuple(d.expr for d in k.derived), "derived", predicate=True)
     reads |= _reads(k.checks, "checks", predicate=True) - set(CHECK_BUILTINS)
-    for j, name in enumerate(k.optional):
-        if not types.get(name, "").startswith("*"):
-            raise DecodeError(f"optional[{j}]", f"{name!r} is not a pointer parameter")
+    for field in ("optional", "always_none"):
+        for j, name in enumerate(getattr(k, field)):
+            if not types.get(name, "").startswith("*") or k.nullable.count(name) != 1:
+                raise DecodeError(f"{field}[{j}]", f"{name!r} is not a pointer parameter, or "
+                                  "is listed twice")  # fmt: skip
     buckets = math.prod(len(b) for b in k.buckets)
     builtins = set(GRID_BUILTINS)
     free = {
@@ -133,9 +135,9 @@ def _instance(
     free: Mapping[str, set[str]],
     n: int,
 ) -> None:
-    from .manifest import GIVEN, INT_TYPES, NONE
+    from .manifest import INT_TYPES
 
-    options = {**k.dtype_vars, **{p: (GIVEN, NONE) for p in k.optional}}
+    options = k.binding_options()
     if set(inst.dtypes) != set(options) or any(t not in options[v] for v, t in inst.dtypes.items()):
         raise DecodeError(
             f"{at}.dtypes", f"must bind each of {sorted(options)} to one of its values"

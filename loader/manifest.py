@@ -191,7 +191,21 @@ class KernelSpec(_Coded):
     call: tuple[CallValue, ...] = field(default=(), metadata=_OMIT)
     derived: tuple[Derived, ...] = field(default=(), metadata=_OMIT)  # in evaluation order
     checks: tuple[str, ...] = field(default=(), metadata=_OMIT)  # the recipe's constraints
-    optional: tuple[str, ...] = field(default=(), metadata=_OMIT)  # pointers that may be None
+    optional: tuple[str, ...] = field(default=(), metadata=_OMIT)  # built as passed and None
+    always_none: tuple[str, ...] = field(default=(), metadata=_OMIT)  # built as None only
+
+    @property
+    def nullable(self) -> tuple[str, ...]:
+        """Every pointer a call may pass as None, sorted: the binding's last keys."""
+        return tuple(sorted(self.optional + self.always_none))
+
+    def binding_options(self) -> dict[str, tuple[str, ...]]:
+        """Each binding key (dtype variables, then nullable pointers) and its values, in
+        the order bindings are enumerated (aot/plan.py ``binding_order``)."""
+        out: dict[str, tuple[str, ...]] = {v: self.dtype_vars[v] for v in sorted(self.dtype_vars)}
+        for p in self.nullable:
+            out[p] = (NONE,) if p in self.always_none else (GIVEN, NONE)
+        return out
     # Meta-parameters the caller's host code depends on: passed by keyword, matched exactly.
     host: tuple[str, ...] = field(default=(), metadata=_OMIT)
 

@@ -226,3 +226,20 @@ def test_launch_config_answers_for_every_binding_or_asks_which(
         rms.launch_config(n_rows=5, n_cols=2048)  # refused as the call would be
     mm = loader.open(shipped)["mm"]
     assert mm.launch_config(dtypes={"bias_ptr": "given"}, M=16)["BLOCK_M"] == 32
+
+
+def test_shards_with_optional_pointers_merge_to_the_full_build(
+    shipped: Path, tmp_path: Path
+) -> None:
+    from aot.merge import merge
+    from aot.shard import Slice
+
+    cache = shipped.parent / "cache"  # the module's build filled it
+    parts = []
+    for i in (1, 2, 3):
+        out = tmp_path / f"part{i}.aotc"
+        build(DATA / "shipped.toml", out, env_for(cache), tmp_path,
+              TuneOptions(enabled=False, db=tmp_path / "db.jsonl"), Slice(i, 3))  # fmt: skip
+        parts.append(out)
+    merge(parts, tmp_path / "merged.aotc")
+    assert (tmp_path / "merged.aotc").read_bytes() == shipped.read_bytes()
