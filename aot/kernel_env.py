@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from loader.buckets import kernel_grid
 from loader.expr import ExprError
 
 from .config import Config, Constexpr
@@ -43,9 +44,9 @@ def fixed_for(kr: KernelRecipe, binding: Mapping[str, str]) -> dict[str, Constex
 
 def points(kr: KernelRecipe) -> Iterator[tuple[tuple[int, ...], dict[str, int]]]:
     """Every bucket, with its bounds by key, in the row-major order the loader uses."""
-    keys = list(kr.buckets)
-    for combo in itertools.product(*kr.buckets.values()):
-        yield combo, dict(zip(keys, combo, strict=True))
+    grid = kernel_grid(tuple(kr.buckets), tuple(kr.buckets.values()))
+    for combo in grid:
+        yield combo, dict(zip(grid.dims, combo, strict=True))
 
 
 class EnvError(ValueError):

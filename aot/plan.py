@@ -15,6 +15,8 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from loader.buckets import kernel_grid
+
 from .config import Config, Constexpr
 from .errors import RecipeError
 from .kernel_env import Combo, combos
@@ -104,7 +106,8 @@ class Instance:
     @property
     def buckets(self) -> tuple[tuple[int, ...], ...]:
         """Every bucket, as upper bounds per key, in the row-major order the loader uses."""
-        return tuple(itertools.product(*self.kernel.buckets.values()))
+        kb = self.kernel.buckets
+        return tuple(kernel_grid(tuple(kb), tuple(kb.values())))
 
     def candidates(self, bucket: tuple[int, ...]) -> tuple[Config, ...]:
         return self.allowed.get(bucket, self.configs)

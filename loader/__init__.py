@@ -6,12 +6,14 @@
     mlp = bundle.pipeline("mlp", w_norm=wn, w_gate_up=wgu, w_down=wd)  # one CUDA graph
     out = mlp(x)                                                        # per bucket
     layer = loader.load_model(bundle_path, module)  # [model]: PyTorch, imported on call
+    bundle["rmsnorm"].warmup(M=[1, 16]); mlp.warmup(); layer.warmup(batch=[1])  # optional
 
 Dependencies: the standard library, ``zstandard`` and the NVIDIA driver (``libcuda.so.1``);
 ``load_model`` (a bundle's ``[model]``, see loader/model.py) also needs PyTorch, which it
 imports when called.
 """
 
+from .buckets import BucketGrid, Policy
 from .bundle import Bundle, Kernel, open
 from .errors import (
     ArgumentError,
@@ -29,6 +31,7 @@ from .pipeline import Pipeline
 __all__ = [
     "FORMAT_VERSION",
     "ArgumentError",
+    "BucketGrid",
     "Bundle",
     "BundleError",
     "CudaError",
@@ -37,6 +40,7 @@ __all__ = [
     "ModelRunner",
     "NoTargetError",
     "Pipeline",
+    "Policy",
     "RegistryAuthError",
     "RegistryError",
     "load_model",

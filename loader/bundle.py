@@ -18,13 +18,14 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from . import args as _args
 from . import cubin as _cubin
 from . import driver as _driver
-from .dispatch import assumption_checks, choose_target, flat_bucket, order_variants
+from .buckets import BucketGrid, kernel_grid, warm
+from .dispatch import assumption_checks, choose_target, order_variants
 from .errors import ArgumentError, BundleError, CudaError, NoTargetError
 from .expr import compile_function, parse
 from .fastcall import PACK_ERRORS, FastPath, ParamBuffer, choice_table
@@ -182,7 +183,8 @@ class Bundle:
         return iter(self.kernel_names)
 
     def warmup(self) -> int:
-        """Load every module this GPU can use now, instead of at first call. Returns count."""
+        """Load every module this GPU can use now, instead of at first call: every
+        kernel's ``warmup()``. Returns how many modules are loaded."""
         return sum(self.kernel(n).warmup() for n in self.kernel_names)
 
     @property
@@ -370,7 +372,7 @@ class Kernel:
         self._call = CallValues(spec)
         index = {n: i for i, n in enumerate(self._call.all_names)}
         self._key_positions = tuple(index[k] for k in spec.bucket_keys)
-        self._buckets = spec.buckets
+        self.grid: BucketGrid = kernel_grid(spec.bucket_keys, spec.buckets, f"kernel {self.name!r}")
         self._instances: dict[tuple[str, ...], _Instance] = {}
         self._vars = tuple(sorted(spec.dtype_vars))
         self._optional = spec.nullable
@@ -391,7 +393,7 @@ class Kernel:
         self._stream = _args.CurrentStream(source.device.ordinal)
         grid_names = set().union(*(parse(g).names for g in spec.grid))
         keyword = [*spec.call, *(CallValue(h) for h in spec.host)]
-        self._fast = FastPath(spec.params, self._key_positions, spec.buckets, grid_names,
+        self._fast = FastPath(spec.params, self._key_positions, self.grid, grid_names,
                               optional=spec.nullable, call=keyword)  # fmt: skip
 
     def __repr__(self) -> str:
@@ -464,8 +466,7 @@ class Kernel:
         return inst
 
     def _bucket(self, values: Sequence[Any]) -> int:
-        keys = [values[i] for i in self._key_positions]
-        return flat_bucket(self._buckets, keys) if keys else 0
+        return self.grid.index([values[i] for i in self._key_positions])
 
     def select(self, values: Sequence[Any], inst: _Instance) -> tuple[int, Launcher]:
         """The bucket, and the first variant valid for the call: of the bucket's choice,
@@ -503,8 +504,7 @@ class Kernel:
         missing = [k for k in self.spec.bucket_keys if k not in sizes]
         if missing:
             raise ArgumentError(f"{self.name}.launch_config() needs {', '.join(missing)}=...")
-        keys = [sizes[k] for k in self.spec.bucket_keys]
-        b = flat_bucket(self._buckets, keys) if keys else 0
+        b = self.grid.index([sizes[k] for k in self.spec.bucket_keys])
         given = dict(dtypes or {})
         found = [i for i in self._instances.values()
                  if all(i.dtypes.get(k) == v for k, v in given.items())]  # fmt: skip
@@ -565,10 +565,33 @@ class Kernel:
             self._fast.learn(args, inst.fast_choices)
         launcher.launch(values, handle)
 
-    def warmup(self) -> int:
-        n = 0
-        for inst in self._instances.values():
-            for launcher in inst.launchers.values():
-                launcher.load()
-                n += 1
-        return n
+    def warmup(self, **sizes: int | Iterable[int]) -> int:
+        """Load the modules of the buckets that hold ``sizes`` now instead of at first call:
+        every bucket, or those of the given bucket keys' sizes (``warmup(M=[1, 16])``;
+        every bucket of a key not given), for every dtype binding. Returns how many
+        modules are loaded for them (loader/buckets.py: ``warm``)."""
+        return warm(self.grid, sizes, self._load_bucket)
+
+    def _load_bucket(self, index: int) -> list[Launcher]:
+        launchers = [
+            launcher for inst in self._instances.values() for launcher in inst.choices[index]
+        ]
+        for launcher in launchers:
+            launcher.load()
+        return launchers
+
+
+def locate_bundle(
+    path: str | os.PathLike[str],
+    *,
+    digest: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> str | os.PathLike[str]:
+    """The local file of ``path``, as ``open`` and ``load_model`` take it: an
+    ``oci://HOST/REPO:TAG`` reference is pulled into the cache (``cache_dir``) first, and
+    ``digest="sha256:..."`` pins the file; see loader/oci.py, which only they import."""
+    if digest is None and not (isinstance(path, str) and path.startswith("oci://")):
+        return path
+    from .oci import locate
+
+    return locate(path, digest=digest, cache_dir=cache_dir)

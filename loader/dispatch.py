@@ -1,9 +1,9 @@
-"""Pure dispatch logic: which target, which bucket, which variant. No driver, no I/O."""
+"""Pure dispatch logic: which target and which variant. No driver, no I/O. (Which bucket:
+loader/buckets.py.)"""
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from collections.abc import Sequence
 
 from .manifest import Target, Variant
@@ -52,20 +52,6 @@ def choose_target(
         )
 
     return sorted(runnable, key=rank)[0]
-
-
-def bucket_index(boundaries: Sequence[int], value: int) -> int:
-    """The smallest bucket whose upper bound is >= value; the largest bucket beyond it."""
-    i = bisect_left(boundaries, value)
-    return i if i < len(boundaries) else len(boundaries) - 1
-
-
-def flat_bucket(boundaries: Sequence[Sequence[int]], values: Sequence[int]) -> int:
-    """Index into the row-major product of per-key buckets (the order choices are stored)."""
-    index = 0
-    for bounds, value in zip(boundaries, values, strict=True):
-        index = index * len(bounds) + bucket_index(bounds, value)
-    return index
 
 
 def assumption_checks(variant: Variant, param_index: dict[str, int]) -> tuple[tuple[int, int], ...]:

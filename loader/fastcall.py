@@ -5,7 +5,8 @@ values. A call whose arguments have the same *signature* (the dtype and is_cuda 
 tensor, the type of every scalar) as an earlier call that the checked path in bundle.py
 accepted is answered by one function generated for the kernel's parameter list: it
 unpacks the arguments, looks the signature up in a dict (which yields the dtype instance's
-variant table), reads the data pointers, picks the bucket with ``bisect`` and the most
+variant table), reads the data pointers, picks the bucket with ``bisect`` (the kernel's
+bucket grid's own lookup, ``BucketGrid.clamp_lookup``, inlined) and the most
 specialized variant whose assumptions hold with generated tests. No loops over
 parameters, no dictionary walks, no string work. The launcher then writes every ABI value
 with one ``struct.pack_into`` (``ParamBuffer``), whose range checks replace the checked
@@ -30,9 +31,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .dispatch import flat_bucket
-
 if TYPE_CHECKING:
+    from .buckets import BucketGrid
     from .bundle import Launcher
     from .manifest import CallValue, Param
 
@@ -114,33 +114,34 @@ class FastPath:
         self,
         params: Sequence[Param],
         bucket_positions: Sequence[int],
-        boundaries: Sequence[Sequence[int]],
+        buckets: BucketGrid,
         grid_names: Collection[str],
         *,
         optional: Collection[str] = (),
         call: Sequence[CallValue] = (),
     ):
-        """``optional``: pointers that may be None; ``call``: the kernel's call values."""
+        """``bucket_positions``: where each of ``buckets``' dimensions is among the call's
+        values (which must clamp: a call past the last bucket goes to the last, as in the
+        checked path); ``optional``: pointers that may be None; ``call``: the kernel's call
+        values."""
         self._known: dict[tuple[Any, ...], ChoiceTable] = {}
         self._plain = tuple(
             (i, _plain_types(p, grid_names)) for i, p in enumerate(params) if p.type[0] != "*"
         )
         index = {p.name: i for i, p in enumerate(params)}
+        lookup = buckets.clamp_lookup()
         env = {
             "known": self._known,
             "bisect_left": bisect_left,
-            "flat_bucket": flat_bucket,
-            # One bucket key: bisect over all bounds but the last, which lands values above
-            # every bound in the last bucket, as dispatch.bucket_index does.
-            "bounds": tuple(boundaries[0][:-1]) if len(boundaries) == 1 else (),
-            "boundaries": boundaries,
+            **{f"cut{d}": cut for d, (cut, _) in enumerate(lookup)},
             "names": tuple(c.name for c in call),
             "known_names": frozenset(c.name for c in call),
             "nothing": {},
         }
         # A rank the bundle was built for is the checked path's to enforce: never fast.
         shapes = [(index[c.arg], c.dim, c.rank) if c.arg else None for c in call]
-        source = _source(params, bucket_positions, {index[n] for n in optional}, shapes)
+        bucket = _bucket(bucket_positions, [stride for _, stride in lookup])
+        source = _source(params, bucket, {index[n] for n in optional}, shapes)
         functions = _generate(source, env)
         self._signature: Callable[[Sequence[Any]], tuple[Any, ...]] = functions["signature"]
         self.lookup: Callable[[tuple[Any, ...], Mapping[str, Any]], tuple[Launcher, Values] | None]
@@ -161,15 +162,26 @@ class FastPath:
             self._known[key] = choices
 
 
+def _bucket(positions: Sequence[int], strides: Sequence[int]) -> str:
+    """The expression of a call's bucket: per dimension, a bisect of its cut (all bounds
+    but the last: a value above them lands in the last bucket) times its stride."""
+    terms = [
+        f"bisect_left(cut{d}, values[{p}])" + (f" * {s}" if s != 1 else "")
+        for d, (p, s) in enumerate(zip(positions, strides, strict=True))
+    ]
+    return " + ".join(terms) or "0"
+
+
 def _source(
     params: Sequence[Param],
-    bucket_positions: Sequence[int],
+    bucket: str,
     optional: Collection[int] = (),
     shapes: Sequence[tuple[int, int, int | None] | None] = (),
 ) -> str:
     """``signature(args)`` and ``lookup(args, call)`` for this parameter list, unrolled.
-    ``optional``: pointer positions that may be None; ``shapes``: per call value, the
-    (argument, dimension) of the shape it defaults to, or None (keyword only)."""
+    ``bucket``: the bucket's expression (``_bucket``); ``optional``: pointer positions that
+    may be None; ``shapes``: per call value, the (argument, dimension) of the shape it
+    defaults to, or None (keyword only)."""
     names = [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.type[0] == "*"]
     # The signature: (dtype, is_cuda) of a tensor, the type of a scalar. Folding is_cuda in
@@ -192,12 +204,6 @@ def _source(
     refuse += [f"type(values[{len(params) + j}]) is not int" for j in range(len(shapes))]
     refuse += ranks
     strange = "call and not call.keys() <= known_names" if shapes else "call"
-    if not bucket_positions:
-        bucket = "0"
-    elif len(bucket_positions) == 1:
-        bucket = f"bisect_left(bounds, values[{bucket_positions[0]}])"
-    else:
-        bucket = f"flat_bucket(boundaries, {_tuple([f'values[{i}]' for i in bucket_positions])})"
     return f"""
 def signature(args):
     {_tuple(names)} = args

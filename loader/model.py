@@ -19,7 +19,8 @@ served by the module's own ``forward``.
 
 Per call: the bucket is the smallest one at or above each dimension's size; a dimension
 listed in the recipe's ``pad`` may be smaller than its bucket (the input is padded with
-zeros at the end and the outputs sliced back), any other must equal a bucket bound. On
+zeros at the end and the outputs sliced back), any other must equal a bucket bound
+(loader/buckets.py: ``model_grid``). On
 CUDA a bucket is captured once as a CUDA graph over static input buffers (at first use or
 ``warmup``) and replayed, unless the build measured it faster called directly (a large
 bucket, where the graph's copies in and out cost more than the launches it saves): an
@@ -39,7 +40,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .args import TORCH_NAMES
-from .dispatch import bucket_index, flat_bucket, name_match
+from .buckets import BucketGrid, model_grid, warm
+from .bundle import locate_bundle
+from .dispatch import name_match
 from .errors import ArgumentError, BundleError, NoTargetError
 from .format import BundleFile
 from .manifest import (
@@ -61,13 +64,16 @@ def load_model(
     source: Any,
     module: Any,
     *,
-    warmup: bool | Mapping[str, Iterable[int]] | None = None,
+    warmup: bool | Mapping[str, int | Iterable[int]] | None = None,
     cuda_graphs: bool = True,
     copy_outputs: bool = True,
+    digest: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> ModelRunner:
     """The bundle's model with ``module``'s weights bound: a callable over its inputs.
 
-    ``source``: a bundle path, ``oci://...`` reference, or an open ``loader.Bundle``.
+    ``source``: a bundle path, ``oci://...`` reference, or an open ``loader.Bundle``;
+    ``digest`` and ``cache_dir`` as for ``loader.open`` (a path or a reference only).
     ``module``: the service's ``nn.Module``, already on its device and in its dtype, with
     the parameters and buffers the bundle's model was built with (names, shapes, strides,
     dtypes; checked here). ``warmup``: True loads (and on CUDA captures) every bucket now;
@@ -79,7 +85,7 @@ def load_model(
     them, or clone them, before calling the model again. (A bucket called directly returns
     fresh tensors either way.)
     """
-    file, owned = _open(source)
+    file, owned = _open(source, digest, cache_dir)
     manifest = file.spec  # decoded and checked when the file was opened (format.py)
     try:
         manifest.require_complete()
@@ -99,17 +105,18 @@ def load_model(
     return runner
 
 
-def _open(source: Any) -> tuple[BundleFile, bool]:
-    if isinstance(source, BundleFile):
-        return source, False
-    file = getattr(source, "file", None)
-    if isinstance(file, BundleFile):  # a loader.Bundle
+def _open(
+    source: Any, digest: str | None, cache_dir: str | os.PathLike[str] | None
+) -> tuple[BundleFile, bool]:
+    file = source if isinstance(source, BundleFile) else getattr(source, "file", None)
+    if isinstance(file, BundleFile):  # a BundleFile, or a loader.Bundle's
+        if digest is not None or cache_dir is not None:
+            raise ArgumentError(
+                "load_model(): digest= and cache_dir= apply to a path or an oci:// reference; "
+                "pass them to loader.open() for an open bundle"
+            )
         return file, False
-    if isinstance(source, str) and source.startswith("oci://"):
-        from .oci import locate
-
-        source = locate(source)
-    return BundleFile(source), True
+    return BundleFile(locate_bundle(source, digest=digest, cache_dir=cache_dir)), True
 
 
 class _Bucket:
@@ -199,22 +206,15 @@ class ModelRunner:
                                         f"input and {int(n)} in {inp.name}")  # fmt: skip
         return sizes
 
-    def bucket_for(self, sizes: Mapping[str, int]) -> _Bucket:
+    @property
+    def grid(self) -> BucketGrid:
+        """The model's buckets: a dimension in the recipe's ``pad`` takes any size up to
+        its last bucket, any other only the bucket sizes."""
         spec = self.spec
-        values = []
-        for d, bounds in zip(spec.dims, spec.buckets, strict=True):
-            n = sizes[d]
-            if n < 1 or n > bounds[-1]:
-                raise ArgumentError(f"{spec.name}(): {d}={n} is outside the buckets "
-                                    f"(1..{bounds[-1]}); rebuild with a larger bucket")  # fmt: skip
-            b = bounds[bucket_index(bounds, n)]
-            if b != n and d not in spec.pad:
-                raise ArgumentError(
-                    f"{spec.name}(): {d}={n} is not a bucket size {list(bounds)}, and {d} may "
-                    "not be padded (add it to the recipe's [model] pad if that is safe)"
-                )
-            values.append(n)
-        return self._buckets[flat_bucket(spec.buckets, values)]
+        return model_grid(spec.dims, spec.buckets, spec.pad, f"model {spec.name!r}")
+
+    def bucket_for(self, sizes: Mapping[str, int]) -> _Bucket:
+        return self._buckets[self.grid.index([sizes[d] for d in self.spec.dims])]
 
     # --- calls ------------------------------------------------------------------------
 
@@ -233,8 +233,8 @@ class ModelRunner:
         if route is not None:
             return route
         sizes = self.sizes(inputs)  # every check, with its message
-        b = self.bucket_for(sizes)
-        padded = sizes != b.full
+        index, exact = self.grid.locate([sizes[d] for d in self.spec.dims])
+        b, padded = self._buckets[index], not exact
         if len(self._routes) < 4096:
             self._routes[key] = (b, sizes, padded)
         return b, sizes, padded
@@ -335,28 +335,19 @@ class ModelRunner:
             raise BundleError(f"{self.file.path}: entry {entry!r} does not load into this "
                               f"torch {torch.__version__}: {exc!r}") from exc  # fmt: skip
 
-    def warmup(self, **sizes: Iterable[int]) -> int:
-        """Load (and on CUDA capture) the buckets of the given sizes per dimension (every
-        bucket of a dimension not given). Returns how many buckets are ready."""
-        spec = self.spec
-        for d in sizes:
-            if d not in spec.dims:
-                raise ArgumentError(f"warmup(): {d!r} is not a dimension of {spec.name}; it "
-                                    f"has {', '.join(spec.dims)}")  # fmt: skip
-        wanted: list[set[int]] = []
-        for d, bounds in zip(spec.dims, spec.buckets, strict=True):
-            if d in sizes:
-                wanted.append({bounds[bucket_index(bounds, int(n))] for n in sizes[d]})
-            else:
-                wanted.append(set(bounds))
-        n = 0
+    def warmup(self, **sizes: int | Iterable[int]) -> int:
+        """Load (and on CUDA capture) buckets now instead of at first use: every bucket, or
+        those holding the given sizes (``warmup(batch=[1, 8])``; every bucket of a
+        dimension not given). Returns how many buckets are ready for them
+        (loader/buckets.py: ``warm``)."""
         with self.torch.no_grad():
-            for b in self._buckets:
-                if all(x in w for x, w in zip(b.bounds, wanted, strict=True)):
-                    with b.lock:
-                        self._ensure(b)
-                    n += 1
-        return n
+            return warm(self.grid, sizes, self._ready)
+
+    def _ready(self, index: int) -> list[_Bucket]:
+        b = self._buckets[index]
+        with b.lock:
+            self._ensure(b)
+        return [b]
 
     def close(self) -> None:
         for b in self._buckets:

@@ -9,20 +9,20 @@ This module is the caller's side: it checks a call's tensors (dtype, shape, layo
 torch tensor of an already-accepted dtype in a few attribute reads), reads the bucket
 dimensions off the inputs' first axes, picks the smallest bucket that holds them (a size
 between buckets is padded up: rows past the call's size hold earlier data and are never
-returned), allocates outputs the caller did not pass, and hands the call to the bucket's
-graph on the caller's stream (PyTorch's current one by default).
+returned; a size past the last bucket is refused: loader/buckets.py, ``pipeline_grid``),
+allocates outputs the caller did not pass, and hands the call to the bucket's graph on
+the caller's stream (PyTorch's current one by default).
 """
 
 from __future__ import annotations
 
-import itertools
 import sys
 import threading
-from bisect import bisect_left
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import args as _args
+from .buckets import BucketGrid, pipeline_grid, warm
 from .errors import ArgumentError, BundleError
 from .expr import ExprError, compile_function, parse
 from .graph import BucketGraph, StepCall
@@ -77,6 +77,7 @@ class Pipeline:
         self.name = spec.name
         self.dims = spec.dims
         self.buckets: dict[str, tuple[int, ...]] = dict(zip(spec.dims, spec.buckets, strict=True))
+        self.grid: BucketGrid = pipeline_grid(spec.dims, spec.buckets, f"pipeline {self.name!r}")
         self.inputs = tuple(t.name for t in spec.tensors if t.role == "input")
         self.outputs = tuple(t.name for t in spec.tensors if t.role == "output")
         self._ports_in = [_Port(spec.tensor(n), spec.dims) for n in self.inputs]
@@ -89,11 +90,10 @@ class Pipeline:
         )
         self._weights, self._keep = self._bind_weights(weights)
         self._steps = [self._prepare_step(i) for i in range(len(spec.steps))]
-        self._graphs: dict[tuple[int, ...], BucketGraph] = {}
+        self._graphs: dict[int, BucketGraph] = {}  # by bucket index (self.grid)
         self._lock = threading.Lock()
         self._capture_stream = 0
         self._n_given = len(self.inputs) + len(self.outputs)
-        self._bounds = spec.buckets
         # (input, dimension) pairs to check against the dimension's source input
         self._dim_checks = tuple(
             (i, p.dim)
@@ -171,48 +171,25 @@ class Pipeline:
 
     # -- capture ------------------------------------------------------------------------
 
-    def warmup(self, **dims: Sequence[int] | int) -> int:
+    def warmup(self, **sizes: int | Iterable[int]) -> int:
         """Capture buckets now instead of at first use: every bucket, or those holding the
-        given sizes (``warmup(M=[1, 16])``). Returns how many graphs are ready."""
-        unknown = [d for d in dims if d not in self.buckets]
-        if unknown:
-            raise ArgumentError(f"pipeline {self.name!r} has no dimension {unknown[0]!r}; "
-                                f"its dimensions: {', '.join(self.dims)}")  # fmt: skip
-        choices: list[Sequence[int]] = []
-        for d in self.dims:
-            bounds = self.buckets[d]
-            sizes = dims.get(d)
-            if sizes is None:
-                choices.append(range(len(bounds)))
-            else:
-                values = [sizes] if isinstance(sizes, int) else list(sizes)
-                choices.append(sorted({self._bucket_of(d, bounds, v) for v in values}))
-        for key in itertools.product(*choices):
-            self._graph(key)
-        return len(self._graphs)
+        given sizes (``warmup(M=[1, 16])``; every bucket of a dimension not given). Returns
+        how many graphs are ready for them (loader/buckets.py: ``warm``)."""
+        return warm(self.grid, sizes, lambda index: [self._graph(index)])
 
-    def _bucket_of(self, dim: str, bounds: tuple[int, ...], value: int) -> int:
-        i = bisect_left(bounds, value)
-        if i == len(bounds) or value < 1:
-            raise ArgumentError(
-                f"pipeline {self.name!r}: {dim}={value} is outside its buckets 1..{bounds[-1]}; "
-                "split the call or add a larger bucket to the recipe"
-            )
-        return i
-
-    def _graph(self, key: tuple[int, ...]) -> BucketGraph:
-        g = self._graphs.get(key)
+    def _graph(self, index: int) -> BucketGraph:
+        g = self._graphs.get(index)
         if g is None:
             with self._lock:
-                g = self._graphs.get(key)
+                g = self._graphs.get(index)
                 if g is None:
                     if self._closed:
                         raise ArgumentError(f"pipeline {self.name!r} is closed")
-                    g = self._graphs[key] = self._capture(key)
+                    g = self._graphs[index] = self._capture(index)
         return g
 
-    def _capture(self, key: tuple[int, ...]) -> BucketGraph:
-        env = tuple(self.buckets[d][i] for d, i in zip(self.dims, key, strict=True))
+    def _capture(self, index: int) -> BucketGraph:
+        env = self.grid.bounds_of(index)
         named_env = dict(zip(self.dims, env, strict=True))
         sizes = {}
         for t in self.spec.tensors:
@@ -263,10 +240,7 @@ class Pipeline:
         """Per captured bucket (by its upper bounds), whether exact-size calls bind the
         caller's tensors (True) or copy (False: the driver could not map the graph's
         nodes)."""
-        return {
-            tuple(self._bounds[d][i] for d, i in enumerate(key)): g.binds
-            for key, g in sorted(self._graphs.items())
-        }
+        return {self.grid.bounds_of(i): g.binds for i, g in sorted(self._graphs.items())}
 
     # -- calls --------------------------------------------------------------------------
 
@@ -287,14 +261,8 @@ class Pipeline:
         if 0 in sizes:  # an empty batch: nothing to run
             outs = self._outputs(given, sizes)
             return outs[0] if len(outs) == 1 else tuple(outs)
-        key: list[int] = []
-        exact = True  # the call's size is its bucket's: no padding, so no copies needed
-        for bounds, size in zip(self._bounds, sizes, strict=False):
-            b = bisect_left(bounds, size)
-            if b == len(bounds):
-                self._bucket_of(self.dims[len(key)], bounds, size)  # raises, naming the limit
-            key.append(b)
-            exact = exact and bounds[b] == size
+        # exact: the call's sizes are its bucket's, so nothing is padded or copied
+        index, exact = self.grid.locate(sizes)
         outs = self._outputs(given, sizes)
         dsts = []
         for port, out in zip(self._ports_out, outs, strict=True):
@@ -305,8 +273,7 @@ class Pipeline:
                                     f"rows; expected {want}")  # fmt: skip
             dsts.append((addr, lead))
         handle = self._stream() if stream is None else _args.stream_handle(stream)
-        k = tuple(key)
-        (self._graphs.get(k) or self._graph(k)).run(srcs, dsts, handle, exact)
+        (self._graphs.get(index) or self._graph(index)).run(srcs, dsts, handle, exact)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _gather(self, tensors: Sequence[Any], named: Mapping[str, Any]) -> list[Any]:
@@ -390,10 +357,7 @@ class Pipeline:
     @property
     def captured(self) -> list[dict[str, int]]:
         """The buckets with a graph, as dimension -> upper bound."""
-        return [
-            {d: self.buckets[d][i] for d, i in zip(self.dims, key, strict=True)}
-            for key in sorted(self._graphs)
-        ]
+        return [self.grid.named(i) for i in sorted(self._graphs)]
 
     @property
     def memory(self) -> int:

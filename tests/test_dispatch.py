@@ -1,42 +1,13 @@
-"""Bucket and variant choice as properties, over random boundaries, values and arguments."""
+"""Target and variant choice as properties, over random arguments (bucket choice:
+tests/test_buckets.py)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loader.dispatch import (
-    bucket_index,
-    choose_target,
-    cubin_runs_on,
-    flat_bucket,
-    holds,
-    order_variants,
-)
+from loader.dispatch import choose_target, cubin_runs_on, holds, order_variants
 from loader.manifest import Target, Variant
-
-bounds = st.lists(st.integers(1, 10**6), min_size=1, max_size=20, unique=True).map(sorted)
-
-
-@given(bounds, st.integers(0, 2 * 10**6))
-def test_smallest_bucket_at_least_value_else_largest(b: list[int], value: int) -> None:
-    i = bucket_index(b, value)
-    if value <= b[-1]:
-        assert b[i] >= value
-        assert i == 0 or b[i - 1] < value  # smallest such bucket
-    else:
-        assert i == len(b) - 1
-
-
-@given(st.lists(bounds, min_size=1, max_size=3), st.data())
-def test_flat_bucket_is_row_major(keys: list[list[int]], data: st.DataObject) -> None:
-    values = [data.draw(st.integers(0, 2 * 10**6)) for _ in keys]
-    flat = flat_bucket(keys, values)
-    expect = 0
-    for b, v in zip(keys, values, strict=True):
-        expect = expect * len(b) + bucket_index(b, v)
-    assert flat == expect
-    assert 0 <= flat < __import__("math").prod(len(b) for b in keys)
 
 
 def _variant(vid: str, assume: dict[str, int]) -> Variant:

@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 import loader
 from loader import driver
 from loader import manifest as mf
+from loader.buckets import kernel_grid
 from loader.bundle import Kernel
-from loader.dispatch import flat_bucket
 from loader.fastcall import FastPath, ParamBuffer
 from tests import handmade
 from tests.fakecuda import FakeArray, FakeLib, FakeTensor, Launch
@@ -338,28 +338,29 @@ def params(*types: str) -> list[mf.Param]:
     ),
     st.data(),
 )
-def test_generated_lookup_picks_the_bucket_of_flat_bucket(
+def test_generated_lookup_picks_the_bucket_of_the_grid(
     boundaries: list[list[int]], data: st.DataObject
 ) -> None:
     keys = len(boundaries)
-    fp = FastPath(params("*T", *["i32"] * keys, "i1"), range(1, keys + 1), boundaries, ())
+    grid = kernel_grid([f"p{i}" for i in range(1, keys + 1)], boundaries)
+    fp = FastPath(params("*T", *["i32"] * keys, "i1"), range(1, keys + 1), grid, ())
     count = 1
     for b in boundaries:
         count *= len(b)
     table = tuple(((None, Marker(i)),) for i in range(count))
-    values = [data.draw(st.integers(0, 2 * 10**6)) for _ in range(keys)]
+    values = [data.draw(st.integers(-10, 2 * 10**6)) for _ in range(keys)]
     args = (FakeTensor(0x100), *values, 1)
     fp.learn(args, table)  # type: ignore[arg-type]
     found = fp.lookup(args)
     assert found is not None
-    assert found[0].bucket == flat_bucket(boundaries, values)  # type: ignore[attr-defined]
+    assert found[0].bucket == grid.index(values)  # type: ignore[attr-defined]
     assert found[1] == (0x100, *values, 1)
     assert fp.lookup((*args[:-1], 2)) is None  # i1 takes 0 or 1 only
     assert fp.lookup((*args[:-1], 0)) is not None
 
 
 def test_lookup_refuses_what_it_was_not_taught() -> None:
-    fp = FastPath(params("*T", "i32", "fp32"), [1], [[16, 256]], {"p2"})
+    fp = FastPath(params("*T", "i32", "fp32"), [1], kernel_grid(["p1"], [[16, 256]]), {"p2"})
     table = ((None, Marker(0)),), ((None, Marker(1)),)
     fp.learn((FakeTensor(0x100), 5, 2), table)  # type: ignore[arg-type]
     assert not fp._known  # p2 is read by the grid: only a float passes unconverted
@@ -374,7 +375,7 @@ def test_lookup_refuses_what_it_was_not_taught() -> None:
 
 
 def test_signatures_remembered_are_bounded() -> None:
-    fp = FastPath(params("*T"), [], [], ())
+    fp = FastPath(params("*T"), [], kernel_grid([], []), ())
     for i in range(100):
         fp.learn((FakeTensor(0x100, f"dtype{i}"),), ((),))
     assert len(fp._known) == 64

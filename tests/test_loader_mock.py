@@ -163,6 +163,17 @@ def test_modules_load_lazily_once_and_only_for_this_gpu(fake: FakeLib, bundle_pa
     assert len(fake.modules) == 12
 
 
+def test_kernel_warmup_loads_the_chosen_buckets(fake: FakeLib, bundle_path: Path) -> None:
+    k = loader.open(bundle_path).kernel("scale")
+    # M=2 and M=16 share a bucket; M past the last bucket is served by the last (clamped)
+    assert k.warmup(M=[2, 16, 10**6]) == 8  # 2 buckets × 2 specializations × 2 dtypes
+    assert len(fake.modules) == 8
+    assert k.warmup(M=1) == 4 and len(fake.modules) == 12
+    assert k.warmup() == 12 and len(fake.modules) == 12  # each module loads once
+    with pytest.raises(loader.ArgumentError, match=r"kernel 'scale': warmup\(\): 'K' is not"):
+        k.warmup(K=[1])
+
+
 def test_concurrent_first_calls_load_once(fake: FakeLib, bundle_path: Path) -> None:
     k = loader.open(bundle_path).kernel("scale")
     threads = [threading.Thread(target=k, args=call_args(5)) for _ in range(8)]

@@ -6,8 +6,10 @@ compilation must not happen. Skipped where torch is not installed."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -218,6 +220,39 @@ def test_bad_calls(tiny_bundle: Path) -> None:
     # a shape served before still has its dtype checked
     with pytest.raises(ArgumentError, match=r"has dtype torch\.float64, expected"):
         runner(torch.randn(1, 8, 32, dtype=torch.float64))
+
+
+def test_warmup_chooses_buckets_as_calls_do(tiny_bundle: Path) -> None:
+    runner = load_model(tiny_bundle, _module())
+    assert runner.warmup(batch=[1], seq=[3, 8]) == 1  # seq 3 pads up to 8, as a call would
+    assert runner.warmup(seq=16) == 2  # every batch bucket at seq 16
+    assert sum(b.run is not None for b in runner._buckets) == 3
+    # a size a call would be refused at is refused here too (it used to warm the last bucket)
+    with pytest.raises(ArgumentError, match=r"seq=17 is outside the buckets \(1..16\)"):
+        runner.warmup(seq=[17])
+    runner.spec = dataclasses.replace(runner.spec, pad=("batch",))
+    with pytest.raises(ArgumentError, match=r"seq=3 is not a bucket size \[8, 16\]"):
+        runner.warmup(seq=[3])
+    assert runner.warmup() == 4
+
+
+def test_load_model_takes_digest_and_cache_dir_as_open_does(
+    tiny_bundle: Path, tmp_path: Path
+) -> None:
+    digest = "sha256:" + hashlib.sha256(tiny_bundle.read_bytes()).hexdigest()
+    with pytest.raises(BundleError, match="pinned digest mismatch"):
+        load_model(tiny_bundle, _module(), digest="sha256:" + "0" * 64)
+    load_model(tiny_bundle, _module(), digest=digest).close()
+    # a reference pinned to a bundle already in the cache opens it without any lookup
+    cache = tmp_path / "bundles"
+    (cache / "sha256").mkdir(parents=True)
+    shutil.copy(tiny_bundle, cache / "sha256" / digest.removeprefix("sha256:"))
+    ref = "oci://127.0.0.1:9/aotc/tiny:1"  # nothing listens there
+    runner = load_model(ref, _module(), digest=digest, cache_dir=cache)
+    assert Path(runner.file.path) == cache / "sha256" / digest.removeprefix("sha256:")
+    runner.close()
+    with BundleFile(tiny_bundle) as f, pytest.raises(ArgumentError, match="apply to a path"):
+        load_model(f, _module(), digest=digest)
 
 
 def _rewrite(src: Path, dst: Path, edit: Any) -> Path:

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from loader.buckets import BucketGrid, model_grid
+
 from ..cache import CompileCache, key_of
 from ..errors import BuildError
 from ..recipe import ModelRecipe, Recipe
@@ -91,9 +93,14 @@ def places(recipe: Recipe, opts: ModelOptions) -> list[Place]:
     return found
 
 
+def grid(mr: ModelRecipe) -> BucketGrid:
+    """The model's buckets, as the loader serves them (row-major: the bundle's order)."""
+    return model_grid(mr.dims, mr.buckets, mr.pad, f"model {mr.name!r}")
+
+
 def jobs(mr: ModelRecipe) -> list[BucketJob]:
     """Every compilation of one place, in the order the bundle lists them."""
-    return [BucketJob(b, m) for b in mr.bucket_grid for m in mr.modes]
+    return [BucketJob(b, m) for b in grid(mr) for m in mr.modes]
 
 
 def largest_first(todo: Sequence[BucketJob]) -> list[BucketJob]:

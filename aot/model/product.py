@@ -33,6 +33,7 @@ from .plan import (
     ModelOptions,
     Place,
     bucket_key,
+    grid,
     job_name,
     jobs,
     places,
@@ -176,7 +177,7 @@ def _build_place(run: _Run, place: Place) -> list[Outcome]:
         fresh = compile_in_workers(mr, run.recipe, place, devices, missing, landed)
     module = Module(mr, run.factory, place)
     found = _Jobs(keys, hits, fresh)
-    return [_build_bucket(run, place, module, bucket, found) for bucket in mr.bucket_grid]
+    return [_build_bucket(run, place, module, bucket, found) for bucket in grid(mr)]
 
 
 def _build_bucket(
