@@ -50,6 +50,7 @@ from .manifest import (
     ModelSpec,
     serving_label,
 )
+from .signature import KeySource, configured, require
 
 
 def _torch() -> Any:
@@ -64,6 +65,7 @@ def load_model(
     warmup: bool | Mapping[str, Iterable[int]] | None = None,
     cuda_graphs: bool = True,
     copy_outputs: bool = True,
+    trusted_keys: Sequence[KeySource] | None = None,
 ) -> ModelRunner:
     """The bundle's model with ``module``'s weights bound: a callable over its inputs.
 
@@ -78,8 +80,11 @@ def load_model(
     overwritten by the bucket's next call, as with ``torch.compile``'s CUDA graphs. Use
     them, or clone them, before calling the model again. (A bucket called directly returns
     fresh tensors either way.)
+    ``trusted_keys``: as for ``loader.open`` (default ``$AOTC_TRUSTED_KEYS``): with any
+    configured, the bundle must be signed by one of them; checked here for every kind of
+    ``source``, an open bundle included.
     """
-    file, owned = _open(source)
+    file, owned = _open(source, trusted_keys)
     manifest = file.spec  # decoded and checked when the file was opened (format.py)
     try:
         manifest.require_complete()
@@ -99,17 +104,25 @@ def load_model(
     return runner
 
 
-def _open(source: Any) -> tuple[BundleFile, bool]:
-    if isinstance(source, BundleFile):
-        return source, False
-    file = getattr(source, "file", None)
-    if isinstance(file, BundleFile):  # a loader.Bundle
-        return file, False
+def _open(source: Any, trusted_keys: Sequence[KeySource] | None) -> tuple[BundleFile, bool]:
+    keys = configured(trusted_keys, os.environ)  # before any pull: a bad key fails offline
+    given = source if isinstance(source, BundleFile) else getattr(source, "file", None)
+    if isinstance(given, BundleFile):  # or a loader.Bundle's
+        if keys:
+            require(given, keys)
+        return given, False
     if isinstance(source, str) and source.startswith("oci://"):
         from .oci import locate
 
         source = locate(source)
-    return BundleFile(source), True
+    opened = BundleFile(source)
+    try:
+        if keys:
+            require(opened, keys)
+    except BaseException:
+        opened.close()
+        raise
+    return opened, True
 
 
 class _Bucket:
