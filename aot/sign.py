@@ -132,7 +132,7 @@ def _private_key(path: Path) -> Any:
         raise UsageError(f"{path}: not a PEM private key; {HINT}") from None
     if not isinstance(key, ed25519.Ed25519PrivateKey):
         kind = type(key).__name__.removeprefix("_").replace("PrivateKey", "")
-        raise UsageError(f"{path}: is an {kind} key; aotc signs with Ed25519 keys: {HINT}")
+        raise UsageError(f"{path}: a {kind} key, not Ed25519; aotc signs with Ed25519 keys: {HINT}")
     return key
 
 

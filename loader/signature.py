@@ -67,19 +67,25 @@ def crypto(why: str = "checking bundle signatures") -> Any:
 
 
 def read_key_file(path: str | os.PathLike[str]) -> bytes:
-    """A key file's bytes: a regular file this process can read, of a key's size."""
+    """A key file's bytes: a regular file this process can read, of a key's size. (Opened
+    without blocking, so that a FIFO named by mistake is refused, not waited on.)"""
     where = str(path)
     try:
-        with open(path, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise TrustedKeyError(f"{where}: not a regular file; give a PEM key file")
-            data = f.read(MAX_KEY_FILE + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise TrustedKeyError(f"{where}: no such key file") from None
     except OSError as exc:
-        raise TrustedKeyError(
-            f"{where}: cannot read the key file ({exc.strerror or exc})"
-        ) from None
+        raise TrustedKeyError(f"{where}: cannot read the key file ({exc.strerror})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TrustedKeyError(f"{where}: not a regular file; give a PEM key file")
+        data = b""
+        while len(data) <= MAX_KEY_FILE and (part := os.read(fd, MAX_KEY_FILE + 1 - len(data))):
+            data += part
+    except OSError as exc:
+        raise TrustedKeyError(f"{where}: cannot read the key file ({exc.strerror})") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_KEY_FILE:
         raise TrustedKeyError(f"{where}: {MAX_KEY_FILE} bytes or more: not a PEM key file")
     return data
@@ -106,7 +112,7 @@ def public_key(pem: bytes, source: str) -> TrustedKey:
     if not isinstance(key, ed25519.Ed25519PublicKey):
         kind = type(key).__name__.removeprefix("_").replace("PublicKey", "")
         raise TrustedKeyError(
-            f"{source}: is an {kind} key; aotc signatures are Ed25519 "
+            f"{source}: a {kind} key, not Ed25519; aotc signatures are Ed25519 "
             "(make a key pair with `aotc keygen`)"
         )
     raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
