@@ -160,7 +160,10 @@ def sign(bundle: Path, key_path: Path, output: Path | None = None) -> SignResult
         raise BadBundle(str(exc)) from None
     sig = Signature(kid, key.sign(signed_message(header, kid)))
     target = output or bundle
-    write_atomic(target, unsigned + encode_trailer(sig))
+    try:
+        write_atomic(target, unsigned + encode_trailer(sig))
+    except OSError as exc:
+        raise UsageError(f"{target}: cannot write it ({exc.strerror or exc})") from None
     return SignResult(target, kid, old.key_id if old is not None else None)
 
 

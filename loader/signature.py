@@ -54,15 +54,20 @@ def key_id(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:16]
 
 
-def crypto(why: str = "checking bundle signatures") -> Any:
+_LOADER_WHY = "checking bundle signatures"
+
+
+def crypto(why: str = _LOADER_WHY) -> Any:
     """pyca/cryptography's Ed25519 module, or a TrustedKeyError that says what to install."""
     try:
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:
-        raise TrustedKeyError(
-            f"{why} needs the cryptography package: {HINT} (or unset {ENV} and pass no "
-            "trusted_keys, to open bundles without checking signatures)"
-        ) from None
+        also = (
+            f" (or unset {ENV} and pass no trusted_keys, to open bundles unchecked)"
+            if why == _LOADER_WHY
+            else ""
+        )
+        raise TrustedKeyError(f"{why} needs the cryptography package: {HINT}{also}") from None
     return ed25519
 
 

@@ -115,6 +115,8 @@ def test_sign_to_another_file_leaves_the_input(tmp_path: Path, ci: KeyPair) -> N
     out = tmp_path / "out" / "x.signed.aotc"
     assert sign(path, ci.private, out).output == out
     assert path.read_bytes() == before and out.read_bytes().startswith(before)
+    with pytest.raises(UsageError, match="cannot write it"):
+        sign(path, ci.private, path / "under-a-file.aotc")
 
 
 def test_sign_refuses_damaged_partial_and_gapped_bundles(tmp_path: Path, ci: KeyPair) -> None:
@@ -578,3 +580,18 @@ def test_verify_refuses_a_signature_with_a_flipped_bit(tmp_path: Path, ci: KeyPa
     assert r.output.startswith("OK ")  # the integrity line came first: the entries are fine
     with pytest.raises(BadBundle, match="does not match"):
         check(path, load_public_keys([ci.public]))
+
+
+def test_cli_without_cryptography_says_what_to_install(
+    tmp_path: Path, ci: KeyPair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle = handmade.write(tmp_path / "x.aotc")
+    _no_cryptography(monkeypatch)
+    for args in (
+        ["keygen", "-o", str(tmp_path / "k")],
+        ["sign", str(bundle), "--key", str(ci.private)],
+        ["verify", str(bundle), "--key", str(ci.public)],
+    ):
+        r = invoke(args)
+        assert r.exit_code == 2 and "pip install 'aotc[sign]'" in r.stderr, args
+    assert invoke(["verify", str(bundle)]).exit_code == 0  # no key: not needed
