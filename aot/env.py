@@ -26,9 +26,12 @@ VARIABLES = {
     "AOTC_REGISTRY_READ_TIMEOUT": "seconds a registry may stay silent mid-request (default 60)",
     "AOTC_BUNDLE_CACHE": "where loader.open('oci://...') caches bundles "
     "(default ~/.cache/aotc/bundles; read by the loader too)",
+    "AOTC_TRUSTED_KEYS": "public key files (PEM, ':'-separated) of which one must have signed "
+    "every bundle a service opens (read by the loader; unset: no check)",
 }
-# The loader reads AOTC_REGISTRY_* and AOTC_BUNDLE_CACHE itself (it cannot import aot);
-# they are declared here with the rest, and tests/test_oci_unit.py checks none is undeclared.
+# The loader reads AOTC_REGISTRY_*, AOTC_BUNDLE_CACHE and AOTC_TRUSTED_KEYS itself (it
+# cannot import aot); they are declared here with the rest, and tests/test_oci_unit.py
+# checks none is undeclared.
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from loader.format import BundleFile
 from loader.manifest import Manifest, ModelSpec, PipelineSpec, describe_shard, serving_label
 
 from .errors import BadBundle
+from .sign import signed_line
 from .targets import label
 
 
@@ -44,6 +45,7 @@ def inspect(path: Path) -> str:
         stored = sum(e.size for e in bf.entries.values())
         raw = sum(e.raw_size for e in bf.entries.values())
         size = path.stat().st_size
+        signed = signed_line(bf)
     p = m.provenance
     out = [
         f"{m.name} {m.version}  ({path.name}, {size / 1024:.1f} KiB)",
@@ -52,6 +54,7 @@ def inspect(path: Path) -> str:
         f"  payload: {_entries(bf.entries)}, {raw / 1024:.1f} KiB raw, "
         f"{stored / 1024:.1f} KiB compressed, manifest {bf.manifest_bytes_len / 1024:.1f} KiB",
         "  targets: " + ", ".join(label(t.name, t.arch, t.sms) for t in m.targets),
+        signed,
     ]
     if m.shard is not None:
         out.append(f"  partial bundle ({describe_shard(m.shard)}): combine with `aotc merge`")

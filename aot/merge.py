@@ -52,6 +52,9 @@ class MergeResult:
     inputs: int
     instances: int
     seconds: float
+    # Inputs that carried a signature: the output never does (a signature covers one
+    # bundle's bytes, and signing is the step after merge).
+    signed_inputs: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,9 @@ def merge(inputs: Sequence[Path], output: Path) -> MergeResult:
         raise UsageError(f"aotc merge: inputs of different kinds ({listing}); merge one kind")
     start = time.monotonic()
     kind = found[0]
-    size, digest, instances = KINDS[kind][1](list(inputs), output)
-    return MergeResult(output, kind, size, digest, len(inputs), instances, time.monotonic() - start)
+    size, digest, instances, signed = KINDS[kind][1](list(inputs), output)
+    return MergeResult(output, kind, size, digest, len(inputs), instances,
+                       time.monotonic() - start, signed)  # fmt: skip
 
 
 def _kind(path: Path) -> str:
@@ -93,7 +97,7 @@ def _kind(path: Path) -> str:
     )
 
 
-def merge_bundles(paths: list[Path], output: Path) -> tuple[int, str, int]:
+def merge_bundles(paths: list[Path], output: Path) -> tuple[int, str, int, tuple[Path, ...]]:
     parts: list[_Part] = []
     try:
         for path in paths:
@@ -128,13 +132,16 @@ def merge_bundles(paths: list[Path], output: Path) -> tuple[int, str, int]:
     finally:
         for part in parts:
             part.file.close()
-    data = encode(manifest.to_json(), payloads)
+    data = encode(manifest.to_json(), payloads)  # unsigned: see MergeResult.signed_inputs
     write_atomic(output, data)
-    return len(data), hashlib.sha256(data).hexdigest(), len(order)
+    signed = tuple(p.path for p in parts if p.file.signature is not None)
+    return len(data), hashlib.sha256(data).hexdigest(), len(order), signed
 
 
-# Each kind of input: how its first bytes are recognised, and how several are merged.
-KINDS: dict[str, tuple[Callable[[bytes], bool], Callable[[list[Path], Path], tuple[int, str, int]]]]
+# Each kind of input: how its first bytes are recognised, and how several are merged (the
+# output's size, sha256 and instance count, and which inputs were signed).
+_Merger = Callable[[list[Path], Path], tuple[int, str, int, tuple[Path, ...]]]
+KINDS: dict[str, tuple[Callable[[bytes], bool], _Merger]]
 KINDS = {"bundle": (lambda head: head.startswith(MAGIC), merge_bundles)}
 
 

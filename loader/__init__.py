@@ -10,7 +10,8 @@
 
 Dependencies: the standard library, ``zstandard`` and the NVIDIA driver (``libcuda.so.1``);
 ``load_model`` (a bundle's ``[model]``, see loader/model.py) also needs PyTorch, which it
-imports when called.
+imports when called. Checking bundle signatures (``trusted_keys=``, ``$AOTC_TRUSTED_KEYS``;
+see loader/signature.py) needs ``cryptography``, imported only when keys are configured.
 """
 
 from .buckets import BucketGrid, Policy
@@ -23,6 +24,8 @@ from .errors import (
     NoTargetError,
     RegistryAuthError,
     RegistryError,
+    SignatureError,
+    TrustedKeyError,
 )
 from .format import FORMAT_VERSION
 from .model import ModelRunner, load_model
@@ -43,6 +46,8 @@ __all__ = [
     "Policy",
     "RegistryAuthError",
     "RegistryError",
+    "SignatureError",
+    "TrustedKeyError",
     "load_model",
     "open",
 ]

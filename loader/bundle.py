@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from . import args as _args
 from . import cubin as _cubin
 from . import driver as _driver
+from . import signature as _signature
 from .buckets import BucketGrid, kernel_grid, warm
 from .dispatch import assumption_checks, choose_target, order_variants
 from .errors import ArgumentError, BundleError, CudaError, NoTargetError
@@ -59,18 +60,23 @@ def open(
     device: int | None = None,
     digest: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    trusted_keys: Sequence[_signature.KeySource] | None = None,
 ) -> Bundle:
     """Open ``path`` for the GPU of the current CUDA context (or ``device``).
 
     ``path`` may be ``oci://HOST/REPO:TAG``: the bundle is pulled once into a local cache
     (``cache_dir``, default ``$AOTC_BUNDLE_CACHE`` or ``~/.cache/aotc/bundles``) and opened
     from there; see ``loader/oci.py``. ``digest="sha256:..."`` pins the exact bundle file.
-    """
-    if digest is not None or (isinstance(path, str) and path.startswith("oci://")):
-        from .oci import locate
 
-        path = locate(path, digest=digest, cache_dir=cache_dir)
-    return Bundle(path, device=device)
+    ``trusted_keys``: Ed25519 public keys (PEM bytes, or paths of PEM files), default
+    ``$AOTC_TRUSTED_KEYS`` (``:``-separated paths). With any configured, the bundle must be
+    signed by one of them (``aotc sign``), or ``SignatureError`` is raised; a pulled bundle
+    is checked each time it is opened from the cache. See loader/signature.py.
+    """
+    # Keys are read before anything is pulled: a bad key file fails fast, offline.
+    keys = _signature.configured(trusted_keys, os.environ)
+    local = locate_bundle(path, digest=digest, cache_dir=cache_dir)
+    return Bundle(local, device=device, trusted_keys=keys or None)
 
 
 class Device:
@@ -130,10 +136,20 @@ class InMemory:
 
 
 class Bundle:
-    def __init__(self, path: str | os.PathLike[str], *, device: int | None = None):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        device: int | None = None,
+        trusted_keys: Sequence[_signature.KeySource] | None = None,
+    ):
         self.file = BundleFile(path)  # header, manifest, typed and checked: see format.py
         self.manifest: Manifest = self.file.spec
         try:
+            # Before the driver: a bundle refused here has touched no GPU. ``signed_by`` is
+            # the trusted key that signed it, None when no keys are configured.
+            signer = _signature.check(self.file, trusted_keys)
+            self.signed_by: str | None = signer.key_id if signer is not None else None
             self.manifest.require_complete()
             self.device = Device(_driver.get(), device)
         except ManifestError as exc:

@@ -11,6 +11,16 @@ class BundleError(LoaderError):
     """The bundle file is missing, truncated, tampered with or of an unknown format."""
 
 
+class SignatureError(BundleError):
+    """With trusted keys configured: the bundle is unsigned, signed by a key not trusted, or
+    its signature does not match its contents."""
+
+
+class TrustedKeyError(LoaderError, ValueError):
+    """A trusted key configured (``trusted_keys=``, ``$AOTC_TRUSTED_KEYS``) cannot be used:
+    not an Ed25519 public key file, or the ``cryptography`` package is missing."""
+
+
 class NoTargetError(LoaderError):
     """The bundle holds no code for the GPU this process runs on."""
 

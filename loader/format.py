@@ -8,6 +8,11 @@ Layout of a ``.aotc`` file::
           20   manifest_sha 32 bytes, sha256 of the manifest bytes
           52   manifest     UTF-8 JSON, canonical (sorted keys, no spaces), uncompressed
           ..   payloads     each entry zstd-compressed on its own, in sorted name order
+          ..   signature    optional trailer (``aotc sign``):
+                 magic      8 bytes  b"AOTCSIG1"
+                 length     u32 little-endian, the JSON's length (at most MAX_TRAILER)
+                 JSON       canonical: {"alg": "ed25519", "key_id": 16 hex digits,
+                            "sig": base64 of the 64-byte signature}
 
 The manifest's ``entries`` table maps an entry name to its offset in the payload region,
 stored (compressed) size, raw size, and the sha256 of both forms. A reader checks the
@@ -17,6 +22,19 @@ and a loader decompresses only the entries it uses.
 
 Builds are reproducible: no timestamps, sorted keys and entries, a fixed compression level
 and single-threaded zstd give byte-identical files for identical inputs.
+
+The signature is a trailer so that a signed bundle stays one file that every reader opens
+as before, and an unsigned bundle keeps today's bytes: a signature can be added after the
+build (and after ``aotc merge``), by another job holding the key, without re-encoding
+anything. It signs ``signed_message``: a domain string, the 52-byte header (magic,
+version, manifest length and the manifest's sha256), the algorithm and the key id. The
+manifest's sha256 binds the manifest, which binds every entry's offset, size and hashes,
+so the signature covers everything the loader trusts; the trailer itself is not signed
+but is parsed strictly (exact magic and length, canonical JSON of exactly these three
+keys, canonical base64), so that a file has one signed form per key and any other
+trailing bytes are refused. Ed25519 is deterministic: signing again with the same key
+gives the same bytes. Parsing the trailer needs no cryptography; checking the signature
+against trusted keys is loader/signature.py.
 
 ``BundleFile`` is the archive layer: the one place that opens a bundle, checks its header,
 manifest and (on demand) entry hashes, and decodes the typed manifest. It needs no GPU,
@@ -30,9 +48,12 @@ and every failure is a ``BundleError``. Untrusted bytes meet these limits first:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import os
+import re
 import struct
 import tempfile
 from collections.abc import Mapping
@@ -57,6 +78,13 @@ MAX_MANIFEST = 256 * 1024 * 1024
 MAX_DEPTH = codec.MAX_DEPTH
 # The largest entry, decompressed. Cubins are kilobytes and model artifacts megabytes.
 MAX_ENTRY_SIZE = 1 << 30
+SIG_MAGIC = b"AOTCSIG1"
+_TRAILER_HEAD = struct.Struct("<8sI")
+# Ours is about 130 bytes; a larger trailer is not a signature.
+MAX_TRAILER = 1024
+SIG_ALG = "ed25519"
+_SIG_DOMAIN = b"aotc-bundle-signature-v1\x00"
+_KEY_ID = re.compile(r"[0-9a-f]{16}")
 _MIN_WINDOW = 1 << 10  # zstd's smallest window
 _CHUNK = 1 << 20  # how much of a frame of undeclared size is read at a time
 
@@ -116,6 +144,62 @@ def encode(manifest: Mapping[str, Any], payloads: Mapping[str, bytes]) -> bytes:
     return b"".join([header, body, *blobs])
 
 
+@dataclass(frozen=True)
+class Signature:
+    """A bundle's signature trailer, parsed (not checked: see loader/signature.py)."""
+
+    key_id: str  # the first 16 hex digits of the sha256 of the raw public key
+    sig: bytes  # 64 bytes
+    alg: str = SIG_ALG
+
+
+def signed_message(header: bytes, key_id: str, alg: str = SIG_ALG) -> bytes:
+    """What a signature signs: the domain string (so that no other use of the key can be
+    replayed as a bundle signature), the bundle's header (which binds the manifest and,
+    through it, every entry), the algorithm and the key id."""
+    return b"".join([_SIG_DOMAIN, header, alg.encode(), b"\x00", key_id.encode()])
+
+
+def encode_trailer(signature: Signature) -> bytes:
+    body = canonical_json({"alg": signature.alg, "key_id": signature.key_id,
+                           "sig": base64.b64encode(signature.sig).decode()})  # fmt: skip
+    return _TRAILER_HEAD.pack(SIG_MAGIC, len(body)) + body
+
+
+def parse_trailer(data: bytes, where: str) -> Signature:
+    """The signature in ``data``, all the bytes after the payload region; anything but one
+    well-formed trailer is refused."""
+    if len(data) < _TRAILER_HEAD.size or not data.startswith(SIG_MAGIC):
+        raise BundleError(f"{where}: {len(data)} unexpected trailing bytes (not a signature)")
+    _, length = _TRAILER_HEAD.unpack_from(data)
+    body = data[_TRAILER_HEAD.size :]
+    if length != len(body):
+        raise BundleError(f"{where}: signature trailer declares {length} bytes, {len(body)} "
+                          "follow: the file was modified")  # fmt: skip
+    bad = f"{where}: signature trailer is malformed"
+    try:
+        doc = json.loads(body.decode("ascii"), parse_constant=_no_constant)
+    except (ValueError, RecursionError):  # also UnicodeDecodeError
+        raise BundleError(f"{bad} (not JSON)") from None
+    if not isinstance(doc, dict) or sorted(doc) != ["alg", "key_id", "sig"]:
+        raise BundleError(f"{bad}: expected the keys alg, key_id and sig")
+    alg, key_id, text = doc["alg"], doc["key_id"], doc["sig"]
+    if alg != SIG_ALG:
+        raise BundleError(f"{bad}: algorithm {alg!r}; this aotc checks {SIG_ALG!r} signatures")
+    if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
+        raise BundleError(f"{bad}: key_id is not 16 lowercase hex digits")
+    try:
+        sig = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
+    except binascii.Error:
+        sig = b""
+    if len(sig) != 64 or base64.b64encode(sig).decode() != text:
+        raise BundleError(f"{bad}: sig is not the base64 of a 64-byte {SIG_ALG} signature")
+    signature = Signature(key_id, sig, alg)
+    if encode_trailer(signature) != data:
+        raise BundleError(f"{bad}: its JSON is not in canonical form")
+    return signature
+
+
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new one, never half."""
     path = Path(path)
@@ -138,7 +222,13 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
 
 class BundleFile:
     """A bundle opened for reading: the manifest is checked and decoded, payloads are read
-    on demand. ``manifest`` is the manifest's JSON as written, ``spec`` its typed form."""
+    on demand. ``manifest`` is the manifest's JSON as written, ``spec`` its typed form.
+    ``header`` is the file's first HEADER_SIZE bytes, ``payload_end`` where its payload
+    region ends, ``signature`` its parsed signature trailer (None if unsigned)."""
+
+    header: bytes
+    payload_end: int
+    signature: Signature | None
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
@@ -167,6 +257,7 @@ class BundleFile:
             if head[: len(MAGIC)] != MAGIC[: len(head)]:
                 raise BundleError(f"{where}: not an aotc bundle (bad magic bytes)")
             raise BundleError(f"{where}: truncated: header is {len(head)} of {HEADER_SIZE} bytes")
+        self.header = head
         magic, version, mlen, msha = _HEADER.unpack(head)
         if magic != MAGIC:
             raise BundleError(f"{where}: not an aotc bundle (bad magic bytes)")
@@ -201,12 +292,26 @@ class BundleFile:
             raise BundleError(
                 f"{where}: truncated: {actual} bytes, expected {expected}; re-download it"
             )
-        if actual > expected:
-            raise BundleError(f"{where}: {actual - expected} unexpected trailing bytes")
+        self.payload_end = expected
+        self.signature = self._read_trailer(expected, actual, where)
         for e in layout.entries.values():
             if e.offset + e.size > layout.payload_size:
                 raise BundleError(f"{where}: entry {e.name!r} lies outside the payload region")
         return manifest, dict(layout.entries), payload_start
+
+    def _read_trailer(self, start: int, end: int, where: str) -> Signature | None:
+        if end == start:
+            return None
+        if end - start > _TRAILER_HEAD.size + MAX_TRAILER:
+            raise BundleError(f"{where}: {end - start} unexpected trailing bytes (not a signature)")
+        return parse_trailer(os.pread(self._f.fileno(), end - start, start), where)
+
+    def unsigned_bytes(self) -> bytes:
+        """The file without its signature trailer: the bytes a signature is made for."""
+        data = os.pread(self._f.fileno(), self.payload_end, 0)
+        if len(data) != self.payload_end or not data.startswith(self.header):
+            raise BundleError(f"{self.path}: changed while it was read; try again")
+        return data
 
     def read_entry(self, name: str) -> bytes:
         """Return an entry's raw bytes after checking both of its hashes."""

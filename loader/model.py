@@ -53,6 +53,7 @@ from .manifest import (
     ModelSpec,
     serving_label,
 )
+from .signature import KeySource, configured, require
 
 
 def _torch() -> Any:
@@ -69,6 +70,7 @@ def load_model(
     copy_outputs: bool = True,
     digest: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    trusted_keys: Sequence[KeySource] | None = None,
 ) -> ModelRunner:
     """The bundle's model with ``module``'s weights bound: a callable over its inputs.
 
@@ -84,8 +86,11 @@ def load_model(
     overwritten by the bucket's next call, as with ``torch.compile``'s CUDA graphs. Use
     them, or clone them, before calling the model again. (A bucket called directly returns
     fresh tensors either way.)
+    ``trusted_keys``: as for ``loader.open`` (default ``$AOTC_TRUSTED_KEYS``): with any
+    configured, the bundle must be signed by one of them; checked here for every kind of
+    ``source``, an open bundle included.
     """
-    file, owned = _open(source, digest, cache_dir)
+    file, owned = _open(source, digest, cache_dir, trusted_keys)
     manifest = file.spec  # decoded and checked when the file was opened (format.py)
     try:
         manifest.require_complete()
@@ -106,17 +111,30 @@ def load_model(
 
 
 def _open(
-    source: Any, digest: str | None, cache_dir: str | os.PathLike[str] | None
+    source: Any,
+    digest: str | None,
+    cache_dir: str | os.PathLike[str] | None,
+    trusted_keys: Sequence[KeySource] | None,
 ) -> tuple[BundleFile, bool]:
-    file = source if isinstance(source, BundleFile) else getattr(source, "file", None)
-    if isinstance(file, BundleFile):  # a BundleFile, or a loader.Bundle's
+    keys = configured(trusted_keys, os.environ)  # before any pull: a bad key fails offline
+    given = source if isinstance(source, BundleFile) else getattr(source, "file", None)
+    if isinstance(given, BundleFile):  # a BundleFile, or a loader.Bundle's
         if digest is not None or cache_dir is not None:
             raise ArgumentError(
                 "load_model(): digest= and cache_dir= apply to a path or an oci:// reference; "
                 "pass them to loader.open() for an open bundle"
             )
-        return file, False
-    return BundleFile(locate_bundle(source, digest=digest, cache_dir=cache_dir)), True
+        if keys:
+            require(given, keys)
+        return given, False
+    opened = BundleFile(locate_bundle(source, digest=digest, cache_dir=cache_dir))
+    try:
+        if keys:
+            require(opened, keys)
+    except BaseException:
+        opened.close()
+        raise
+    return opened, True
 
 
 class _Bucket:

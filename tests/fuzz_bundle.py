@@ -3,9 +3,10 @@
 Each case is a hostile bundle: a seed bundle's manifest mutated field by field (wrong
 types, huge, negative and float integers, deep nesting, missing and extra keys, unicode),
 its entries table or payloads changed, zstd frames that lie about their size, random
-bytes, or truncation. Header checksums and entry hashes are recomputed wherever the
-mutation would otherwise be caught by them, as an attacker would, so that the decoder
-itself is tested. Every case goes through each reader:
+bytes, truncation, or a signed seed's signature trailer mutated (``trailer``). Header
+checksums and entry hashes are recomputed wherever the mutation would otherwise be caught
+by them, as an attacker would, so that the decoder itself is tested. Every case goes
+through each reader:
 
 - ``archive``: ``loader.format.BundleFile`` open and ``verify`` (header, manifest decode,
   every entry's hashes and decompression);
@@ -15,7 +16,10 @@ itself is tested. Every case goes through each reader:
 - ``load``: ``loader.open`` on the fake CUDA driver, one call of every kernel with
   arguments built from its signature, then ``warmup`` (every cubin checked and loaded),
   then every pipeline bound to weights (its steps prepared; graphs are not captured: the
-  fake driver's memory is the host's, so a huge bucket would only test the fake).
+  fake driver's memory is the host's, so a huge bucket would only test the fake);
+- ``trusted``: the loader's signature check with the seeds' signing key trusted
+  (``loader.signature.require``). It may accept only a seed exactly as signed: accepting
+  any other bytes is a forgery, reported as a crash.
 
 A reader may refuse a case only with its documented errors: ``loader.LoaderError`` in the
 loader, ``aot.errors.AotcError`` in the builder. Anything else is a crash; a reader that
@@ -32,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import random
 import resource
@@ -49,16 +54,26 @@ from pathlib import Path
 from typing import Any
 
 import zstandard
+from cryptography.hazmat.primitives.asymmetric import ed25519
 
 import loader
 from aot.errors import AotcError
 from aot.inspect import inspect, verify
 from aot.merge import merge
-from loader import driver
+from loader import driver, signature
 from loader import manifest as mf
 from loader.args import TORCH_NAMES
 from loader.errors import LoaderError
-from loader.format import BundleFile, canonical_json, encode
+from loader.format import (
+    HEADER_SIZE,
+    SIG_MAGIC,
+    BundleFile,
+    Signature,
+    canonical_json,
+    encode,
+    encode_trailer,
+    signed_message,
+)
 from tests import craft, cubins, handmade
 from tests.fakecuda import FakeLib, FakeTensor
 
@@ -75,6 +90,7 @@ DEFAULT_CASES = {
     "zstd-lie": 300,
     "random-bytes": 300,
     "truncation": 200,
+    "trailer": 400,
 }
 ENTRY = "cubin/sm_90-fp16-0-g"  # the entry the first call loads (bucket 0, generic)
 
@@ -152,6 +168,26 @@ def seeds() -> list[tuple[dict[str, Any], dict[str, bytes]]]:
     model_payloads = {**payloads, "model/H200/batch=1": b"PK\x03\x04 not really a .pt2" * 8}
     part = {**m.to_json(), "build": {"shard": {"index": 1, "count": 2, "instances": 2, "of": 4}}}
     return [(plain, payloads), (with_model, model_payloads), (part, payloads)]
+
+
+# A fixed signing key: the fuzz run is deterministic, and Ed25519 signatures are too.
+SIGNING_KEY = ed25519.Ed25519PrivateKey.from_private_bytes(bytes(range(32)))
+_RAW_PUBLIC = SIGNING_KEY.public_key().public_bytes_raw()
+TRUSTED = signature.TrustedKey(signature.key_id(_RAW_PUBLIC), _RAW_PUBLIC, "the fuzz key")
+
+
+def signed(data: bytes, key: ed25519.Ed25519PrivateKey = SIGNING_KEY) -> bytes:
+    """``data`` (an unsigned bundle) with a signature trailer by ``key``."""
+    raw = key.public_key().public_bytes_raw()
+    kid = signature.key_id(raw)
+    sig = key.sign(signed_message(data[:HEADER_SIZE], kid))
+    return data + encode_trailer(Signature(kid, sig))
+
+
+@functools.cache
+def genuine() -> frozenset[bytes]:
+    """The seeds as signed by SIGNING_KEY: the only bytes the ``trusted`` reader may accept."""
+    return frozenset(signed(encode(m, p)) for m, p in seeds())
 
 
 # --- mutations -------------------------------------------------------------------------------
@@ -234,6 +270,86 @@ def _serialize(manifest: dict[str, Any], texts: list[tuple[str, str]]) -> bytes:
 def _stored(raw: dict[str, bytes]) -> dict[str, bytes]:
     c = zstandard.ZstdCompressor(level=1, write_content_size=True)
     return {name: c.compress(data) for name, data in raw.items()}
+
+
+def _head(length: int) -> bytes:
+    return SIG_MAGIC + struct.pack("<I", length)
+
+
+def _cut(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    """Cut anywhere in the trailer (at its start: an unsigned bundle)."""
+    return data + trailer[: rng.randrange(len(trailer))]
+
+
+def _flip(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    b = bytearray(trailer)
+    for _ in range(rng.randrange(1, 5)):
+        i = rng.randrange(len(b))
+        b[i] = b[i] ^ (1 << rng.randrange(8)) if rng.random() < 0.5 else rng.randrange(256)
+    return data + bytes(b)
+
+
+def _fields(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    """The JSON mutated field by field (as manifests are), its length declared right."""
+    doc = json.loads(trailer[12:])
+    texts = mutate_manifest(rng, doc)
+    body = _serialize(doc, texts)
+    return data + _head(len(body)) + body
+
+
+def _length(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    body = trailer[12:]
+    return data + _head(rng.choice([0, len(body) - 1, len(body) + 1, 2**32 - 1])) + body
+
+
+def _around(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    junk = rng.choice([b"\n", b"\x00", trailer, SIG_MAGIC, rng.randbytes(40)])
+    return rng.choice([data + trailer + junk, data + junk + trailer, data + trailer[:12] + junk])
+
+
+def _spliced(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    """The trailer of another seed: another bundle, signed by the same key."""
+    return data + rng.choice(others)
+
+
+def _other_key(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    """Another key's signature, under its own key id or under the trusted key's."""
+    other = ed25519.Ed25519PrivateKey.from_private_bytes(rng.randbytes(32))
+    if rng.random() < 0.5:
+        return signed(data, other)
+    sig = other.sign(signed_message(data[:HEADER_SIZE], TRUSTED.key_id))
+    return data + encode_trailer(Signature(TRUSTED.key_id, sig))
+
+
+def _sig_bytes(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    """A well-formed trailer holding zero, all-ones or random signature bytes."""
+    sig = rng.choice([bytes(64), b"\xff" * 64, rng.randbytes(64)])
+    return data + encode_trailer(Signature(TRUSTED.key_id, sig))
+
+
+def _respelled(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    """The same fields in other JSON: spaces, escapes, unpadded base64."""
+    doc = json.loads(trailer[12:])
+    body = canonical_json(doc)
+    body = rng.choice([
+        json.dumps(doc).encode(),
+        json.dumps(doc, sort_keys=True, indent=1).encode(),
+        body.replace(b'"ed25519"', b'"\\u0065d25519"'),
+        body.replace(b"/", b"\\/") if b"/" in body else body + b" ",
+        canonical_json({**doc, "sig": doc["sig"].rstrip("=")}),
+    ])  # fmt: skip
+    return data + _head(len(body)) + body
+
+
+def _rewritten(rng: random.Random, data: bytes, trailer: bytes, others: list[bytes]) -> bytes:
+    """The bundle under the signature changed, every hash recomputed (as an attacker can)."""
+    manifest, payload = craft.split(data)
+    manifest["bundle"]["version"] = rng.choice(["2", "1 ", "0.0.0"])
+    return craft.join(canonical_json(manifest), payload) + trailer
+
+
+TRAILER_MUTATIONS = (_cut, _flip, _fields, _length, _around, _spliced, _other_key, _sig_bytes,
+                     _respelled, _rewritten)  # fmt: skip
 
 
 class Cases:
@@ -360,6 +476,14 @@ class Cases:
         body = cut[craft.HEADER_SIZE : craft.HEADER_SIZE + mlen]
         return craft.join(body, cut[craft.HEADER_SIZE + mlen :])
 
+    def trailer(self) -> bytes:
+        """A signed seed whose signature trailer is cut, flipped, re-spelled, re-declared,
+        spliced from another bundle or key, or kept while the bundle under it changes."""
+        _, _, data = self.pick()
+        others = [signed(d)[len(d) :] for _, _, d in self.seeds if d != data]
+        mutate = self.rng.choice(TRAILER_MUTATIONS)
+        return mutate(self.rng, data, signed(data)[len(data) :], others)
+
 
 # --- readers ---------------------------------------------------------------------------------
 
@@ -414,6 +538,17 @@ def _load(path: Path) -> None:
         driver.install(None)
 
 
+class Forged(AssertionError):
+    """The signature check accepted bytes that no one signed."""
+
+
+def _trusted(path: Path) -> None:
+    with BundleFile(path) as bf:
+        signature.require(bf, (TRUSTED,))
+    if path.read_bytes() not in genuine():
+        raise Forged("the signature check accepted a bundle that is not a seed as signed")
+
+
 READERS: dict[str, tuple[Callable[[Path], Any], tuple[type[BaseException], ...]]] = {
     "archive": (_archive, (LoaderError,)),
     "decode": (_decode, (LoaderError,)),
@@ -421,6 +556,7 @@ READERS: dict[str, tuple[Callable[[Path], Any], tuple[type[BaseException], ...]]
     "inspect": (inspect, (AotcError,)),
     "merge": (lambda p: merge([p], p.with_suffix(".merged.aotc")), (AotcError,)),
     "load": (_load, (LoaderError,)),
+    "trusted": (_trusted, (LoaderError,)),
 }
 
 

@@ -220,6 +220,12 @@ def merge(parts: tuple[Path, ...], output: Path) -> None:
         f"merged {mr.inputs} {mr.kind}s into {mr.output} ({mr.size / 1024:.1f} KiB, "
         f"sha256 {mr.sha256}): {mr.instances} instances, {mr.seconds:.1f}s"
     )
+    if mr.signed_inputs:
+        n = len(mr.signed_inputs)
+        click.echo(
+            f"{n} input{'s were' if n > 1 else ' was'} signed; the merged bundle is unsigned: "
+            f"sign it with `aotc sign {mr.output} --key KEY`"
+        )
 
 
 @cli.command("merge-db", help="merge tuning databases from several machines")
@@ -303,13 +309,29 @@ def inspect(bundle: str, registry: RegistryFlags) -> None:
         click.echo(summary(Path(bundle)), nl=False)
 
 
-@cli.command(help="check a bundle's integrity (exit 3 if damaged)")
+@cli.command(
+    help="check a bundle's integrity (exit 3 if damaged); with --key, also that one of these "
+    "public keys signed it (exit 3 if not)",
+    short_help="check a bundle's integrity, and with --key its signature",
+)
 @click.argument("bundle", type=INPUT)
-def verify(bundle: Path) -> None:
+@click.option(
+    "--key",
+    "keys",
+    type=INPUT,
+    multiple=True,
+    metavar="PUB",
+    help="a trusted public key (PEM, from `aotc keygen`); repeat for several",
+)
+def verify(bundle: Path, keys: tuple[Path, ...]) -> None:
     from ..inspect import verify as check
+    from ..sign import check as check_signature
+    from ..sign import load_public_keys
 
     from_environ()
+    trusted = load_public_keys(keys) if keys else ()  # a bad key file: exit 2, first
     click.echo(check(bundle))
+<<<<<<< HEAD
 
 
 @cli.command(
@@ -334,3 +356,46 @@ def init_recipe(file: Path, output: Path | None, targets: tuple[str, ...], force
     from_environ()
     d = init(file, output, targets, force)
     click.echo(f"wrote {d.output}: {d.summary()}")
+=======
+    click.echo(check_signature(bundle, trusted))
+
+
+@cli.command(
+    help="sign a bundle with an Ed25519 private key: appends a signature the loader checks "
+    "when a service configures trusted keys; run it last, after merge",
+    short_help="sign a bundle with an Ed25519 private key",
+)
+@click.argument("bundle", type=INPUT)
+@click.option("--key", "key", type=INPUT, required=True, metavar="KEY", help="the private key")
+@click.option(
+    "-o", "--output", type=OUTPUT, help="write the signed bundle here (default: in place)"
+)
+def sign(bundle: Path, key: Path, output: Path | None) -> None:
+    from ..sign import sign as sign_bundle
+
+    from_environ()
+    if output is not None:
+        check_output(output)
+    r = sign_bundle(bundle, key, output)
+    again = "" if r.replaced is None else f" (replacing a signature by key {r.replaced})"
+    click.echo(f"signed {r.output} with key {r.key_id}{again}")
+
+
+@cli.command(
+    help="make an Ed25519 key pair for `aotc sign`: NAME.key (private, mode 0600; keep it in "
+    "a CI secret) and NAME.pub (public; give it to services)",
+    short_help="make an Ed25519 key pair for aotc sign",
+)
+@click.option("-o", "--output", "name", type=OUTPUT, required=True, metavar="NAME",
+              help="writes NAME.key and NAME.pub")  # fmt: skip
+def keygen(name: Path) -> None:
+    from ..sign import keygen as make_keys
+
+    from_environ()
+    kp = make_keys(name)
+    click.echo(
+        f"wrote {kp.private} (private key: keep it secret, e.g. a CI secret) and {kp.public} "
+        f"(public key: give it to services, e.g. AOTC_TRUSTED_KEYS={kp.public})\n"
+        f"key id {kp.key_id}"
+    )
+>>>>>>> h4-sign
