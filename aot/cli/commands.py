@@ -331,7 +331,7 @@ def verify(bundle: Path, keys: tuple[Path, ...]) -> None:
     from_environ()
     trusted = load_public_keys(keys) if keys else ()  # a bad key file: exit 2, first
     click.echo(check(bundle))
-<<<<<<< HEAD
+    click.echo(check_signature(bundle, trusted))
 
 
 @cli.command(
@@ -356,8 +356,6 @@ def init_recipe(file: Path, output: Path | None, targets: tuple[str, ...], force
     from_environ()
     d = init(file, output, targets, force)
     click.echo(f"wrote {d.output}: {d.summary()}")
-=======
-    click.echo(check_signature(bundle, trusted))
 
 
 @cli.command(
@@ -398,4 +396,3 @@ def keygen(name: Path) -> None:
         f"(public key: give it to services, e.g. AOTC_TRUSTED_KEYS={kp.public})\n"
         f"key id {kp.key_id}"
     )
->>>>>>> h4-sign
