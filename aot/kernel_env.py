@@ -18,18 +18,10 @@ from loader.buckets import kernel_grid
 from loader.expr import ExprError
 
 from .config import Config, Constexpr
+from .dtypes import TL_NAMES
 from .recipe import KernelRecipe
 
 Combo = tuple[tuple[str, Constexpr], ...]  # derived constexpr -> value, sorted by name
-
-
-# Element types as ``tl`` names, for a fixed constexpr that follows a dtype variable.
-TL_NAMES = {
-    "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
-    "fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "i1": "int1", "i8": "int8", "i16": "int16",
-    "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32",
-    "u64": "uint64",
-}  # fmt: skip
 
 
 def fixed_for(kr: KernelRecipe, binding: Mapping[str, str]) -> dict[str, Constexpr]:

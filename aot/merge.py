@@ -230,8 +230,8 @@ def _check_same(a: _Part, b: _Part) -> None:
             )  # fmt: skip
 
 
-def _instances(parts: list[_Part]) -> dict[InstanceKey, tuple[mf.Instance, _Part]]:
-    table: dict[InstanceKey, tuple[mf.Instance, _Part]] = {}
+def _instances(parts: list[_Part]) -> dict[InstanceKey, tuple[mf.InstanceSpec, _Part]]:
+    table: dict[InstanceKey, tuple[mf.InstanceSpec, _Part]] = {}
     for part in parts:
         for k in part.manifest.kernels:
             for inst in k.instances:
@@ -250,7 +250,7 @@ def _instances(parts: list[_Part]) -> dict[InstanceKey, tuple[mf.Instance, _Part
     return table
 
 
-def _difference(a: mf.Instance, b: mf.Instance) -> str:
+def _difference(a: mf.InstanceSpec, b: mf.InstanceSpec) -> str:
     for ca, cb in zip(a.choices, b.choices, strict=False):
         if ca.config != cb.config or ca.how != cb.how:
             return (

@@ -79,9 +79,9 @@ def entry_name(cubin: bytes) -> str:
     return f"cubin/{hashlib.sha256(cubin).hexdigest()}"
 
 
-def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.Variant:
+def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.VariantSpec:
     """The manifest's description of one compiled variant: all a launch needs."""
-    return mf.Variant(
+    return mf.VariantSpec(
         id=variant_id(config.id, c.variant.spec.label, c.variant.derived),
         entry=entry_name(c.cubin),
         function=c.function,
@@ -99,7 +99,7 @@ def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.Variant:
     )
 
 
-def kernel_record(kr: KernelRecipe, instances: tuple[mf.Instance, ...]) -> mf.KernelSpec:
+def kernel_record(kr: KernelRecipe, instances: tuple[mf.InstanceSpec, ...]) -> mf.KernelSpec:
     return mf.KernelSpec(
         name=kr.name,
         params=tuple(mf.Param(n, t) for n, t in kr.signature.items()),
@@ -124,12 +124,12 @@ def kernel_records(
     payloads: dict[str, bytes] = {}
     kernels: list[mf.KernelSpec] = []
     for kr in plan.recipe.kernels:
-        instances: list[mf.Instance] = []
+        instances: list[mf.InstanceSpec] = []
         for inst in plan.instances:
             if inst.kernel.name != kr.name:
                 continue
-            variants: dict[str, mf.Variant] = {}
-            choices: list[mf.Choice] = []
+            variants: dict[str, mf.VariantSpec] = {}
+            choices: list[mf.ChoiceSpec] = []
             for bc in selection.choices[inst.key]:
                 ids = []
                 for c in bc.variants:
@@ -137,9 +137,11 @@ def kernel_records(
                     payloads[record.entry] = c.cubin
                     variants[record.id] = record
                     ids.append(record.id)
-                choices.append(mf.Choice(bc.bucket, bc.config.id, bc.how, tuple(ids), bc.metrics))
+                choices.append(
+                    mf.ChoiceSpec(bc.bucket, bc.config.id, bc.how, tuple(ids), bc.metrics)
+                )
             instances.append(
-                mf.Instance(inst.target.name, dict(inst.dtypes), variants, tuple(choices))
+                mf.InstanceSpec(inst.target.name, dict(inst.dtypes), variants, tuple(choices))
             )
         kernels.append(kernel_record(kr, tuple(instances)))
     return tuple(kernels), payloads

@@ -28,7 +28,7 @@ from loader import oci
 from loader.registry import Reference, RegistryConfig
 
 from .errors import RegistryError, UsageError
-from .registry import Reporter, mapped_errors
+from .remote import Reporter, mapped_errors
 
 MAX_TITLE = 200  # bytes: under the usual 255-byte file-name limit, with room to spare
 

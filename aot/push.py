@@ -39,7 +39,7 @@ from loader.retry import Retryable
 from loader.transport import FileSlice, Response
 
 from .errors import BadBundle, UsageError
-from .registry import Reporter, mapped_errors
+from .remote import Reporter, mapped_errors
 
 DEFAULT_CHUNK = 16 * 1024 * 1024
 

@@ -13,7 +13,7 @@ from .compile import Compiled
 from .plan import Instance, Plan, Variant
 from .product import ReportSection
 from .recipe import Recipe
-from .select import BucketChoice, Selection
+from .select import Chosen, Selection
 from .targets import label
 from .tune.db import TuningDB
 from .tune.decide import BENCH, problem
@@ -64,7 +64,7 @@ def kernel_section(
 
 
 def _instance(
-    plan: Plan, inst: Instance, choices: Sequence[BucketChoice], db: TuningDB | None,
+    plan: Plan, inst: Instance, choices: Sequence[Chosen], db: TuningDB | None,
     images: Path | None, files: dict[Path, str],
 ) -> list[str]:  # fmt: skip
     """An instance's table of buckets, and its heatmap when it was tuned."""
@@ -161,9 +161,7 @@ def _tuned_row(bucket: str, config: str, m: Mapping[str, Any], how: str) -> str:
     )
 
 
-def _heatmap(
-    plan: Plan, inst: Instance, choices: Sequence[BucketChoice], db: TuningDB
-) -> str | None:
+def _heatmap(plan: Plan, inst: Instance, choices: Sequence[Chosen], db: TuningDB) -> str | None:
     tuned = [bc for bc in choices if bc.metrics.get("ms")]
     if not tuned:
         return None

@@ -36,7 +36,7 @@ def heuristic_chooser(ranker: Ranker) -> Chooser:
 
 
 @dataclass(frozen=True)
-class BucketChoice:
+class Chosen:
     bucket: tuple[int, ...]
     config: Config
     variants: tuple[Compiled, ...]  # compiled OK, in the instance's spec order
@@ -46,7 +46,7 @@ class BucketChoice:
 
 @dataclass(frozen=True)
 class Selection:
-    choices: Mapping[InstanceKey, tuple[BucketChoice, ...]]
+    choices: Mapping[InstanceKey, tuple[Chosen, ...]]
 
 
 def generic_variants(inst: Instance, config: Config) -> list[Variant]:
@@ -85,9 +85,9 @@ def wanted_variants(
 
 def select(plan: Plan, chooser: Chooser, compiled: Mapping[Variant, Compiled]) -> Selection:
     """Per bucket, the first preferred config whose generic variants compiled and fit."""
-    choices: dict[InstanceKey, tuple[BucketChoice, ...]] = {}
+    choices: dict[InstanceKey, tuple[Chosen, ...]] = {}
     for inst in plan.instances:
-        row: list[BucketChoice] = []
+        row: list[Chosen] = []
         for bucket in inst.buckets:
             picks = chooser(inst, bucket)
             for pick in picks:
@@ -98,7 +98,7 @@ def select(plan: Plan, chooser: Chooser, compiled: Mapping[Variant, Compiled]) -
                         for v in inst.variants((pick.config,))
                         if v in compiled and compiled[v].ok
                     )
-                    row.append(BucketChoice(bucket, pick.config, ok, pick.how, pick.metrics))
+                    row.append(Chosen(bucket, pick.config, ok, pick.how, pick.metrics))
                     break
             else:
                 verdicts = [_verdict(generic_variants(inst, p.config), compiled) for p in picks]

@@ -40,7 +40,7 @@ from .manifest import (
     ManifestError,
     Param,
     Target,
-    Variant,
+    VariantSpec,
 )
 from .pipeline import Pipeline
 from .validity import CallValues, explain, value_names, variant_test
@@ -241,7 +241,11 @@ class Launcher:
     """One variant made launchable: module, function, parameter buffer, grid function."""
 
     def __init__(
-        self, source: EntrySource, spec: KernelSpec, variant: Variant, param_index: dict[str, int]
+        self,
+        source: EntrySource,
+        spec: KernelSpec,
+        variant: VariantSpec,
+        param_index: dict[str, int],
     ):
         self.variant = variant
         self.source = source
@@ -355,7 +359,7 @@ class _Instance:
         self, source: EntrySource, spec: KernelSpec, inst: Any, param_index: dict[str, int]
     ):
         self.dtypes: Mapping[str, str] = inst.dtypes
-        self.variants: list[Variant] = list(inst.variants.values())
+        self.variants: list[VariantSpec] = list(inst.variants.values())
         launchers = {
             vid: Launcher(source, spec, v, param_index) for vid, v in inst.variants.items()
         }
@@ -502,7 +506,7 @@ class Kernel:
 
     def variant_for(
         self, *args: Any, dtypes: Mapping[str, str] | None = None, **call: Any
-    ) -> Variant:
+    ) -> VariantSpec:
         """The variant a call with ``args`` would launch (for tests and inspection)."""
         values, seen = self.convert(args, call)
         return self.select(values, self._instance(seen, dtypes))[1].variant

@@ -19,7 +19,7 @@ from .codec import DecodeError
 from .expr import ExprError, parse
 
 if TYPE_CHECKING:
-    from .manifest import Instance, KernelSpec, Manifest, PipelineSpec
+    from .manifest import InstanceSpec, KernelSpec, Manifest, PipelineSpec
 
 # More parameters than a kernel can take (CUDA passes at most 32 KiB of them; Triton's
 # kernels take tens): each launcher compiles code over the whole list, so a bundle with
@@ -129,7 +129,7 @@ def _params(k: KernelSpec) -> dict[str, str]:
 
 def _instance(
     k: KernelSpec,
-    inst: Instance,
+    inst: InstanceSpec,
     at: str,
     types: Mapping[str, str],
     free: Mapping[str, set[str]],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .manifest import Target, Variant
+from .manifest import Target, VariantSpec
 
 
 def cubin_runs_on(arch_cc: tuple[int, int], device_cc: tuple[int, int]) -> bool:
@@ -54,7 +54,9 @@ def choose_target(
     return sorted(runnable, key=rank)[0]
 
 
-def assumption_checks(variant: Variant, param_index: dict[str, int]) -> tuple[tuple[int, int], ...]:
+def assumption_checks(
+    variant: VariantSpec, param_index: dict[str, int]
+) -> tuple[tuple[int, int], ...]:
     """(argument position, 16 or 1) pairs a call must satisfy to use ``variant``."""
     return tuple(sorted((param_index[name], kind) for name, kind in variant.assume.items()))
 
@@ -70,6 +72,6 @@ def holds(checks: tuple[tuple[int, int], ...], values: Sequence[object]) -> bool
     return True
 
 
-def order_variants(variants: Sequence[Variant]) -> list[Variant]:
+def order_variants(variants: Sequence[VariantSpec]) -> list[VariantSpec]:
     """Most specialized first, so the first variant whose assumptions hold is the best."""
     return sorted(variants, key=lambda v: (-v.specificity, v.id))

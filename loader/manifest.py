@@ -101,7 +101,7 @@ class Target(_Coded):
 
 
 @dataclass(frozen=True)
-class Variant(_Coded):
+class VariantSpec(_Coded):
     """One compiled cubin: a config under one set of specialization assumptions."""
 
     id: str
@@ -128,7 +128,7 @@ class Variant(_Coded):
 
 
 @dataclass(frozen=True)
-class Choice(_Coded):
+class ChoiceSpec(_Coded):
     """The selection for one bucket: which variants serve it (most specialized first)."""
 
     bucket: tuple[Int, ...]
@@ -139,14 +139,14 @@ class Choice(_Coded):
 
 
 @dataclass(frozen=True)
-class Instance(_Coded):
+class InstanceSpec(_Coded):
     """A kernel for one target and one binding of its dtype variables (and of its optional
     pointers, each to GIVEN or NONE)."""
 
     target: str
     dtypes: Mapping[str, str]
-    variants: Mapping[str, Variant] = field(metadata=codec.spec(listed_by="id"))
-    choices: tuple[Choice, ...]
+    variants: Mapping[str, VariantSpec] = field(metadata=codec.spec(listed_by="id"))
+    choices: tuple[ChoiceSpec, ...]
 
     def _validate(self) -> None:
         for c in self.choices:
@@ -185,7 +185,7 @@ class KernelSpec(_Coded):
     grid: tuple[str, str, str]
     bucket_keys: tuple[str, ...]  # integer parameters or call values
     buckets: tuple[tuple[Int, ...], ...]  # boundaries, one sorted tuple per key
-    instances: tuple[Instance, ...]
+    instances: tuple[InstanceSpec, ...]
     # Everything a call must meet beyond its bucket, so that no variant ever runs a call
     # it was not built for (loader/validity.py):
     call: tuple[CallValue, ...] = field(default=(), metadata=_OMIT)
@@ -206,6 +206,7 @@ class KernelSpec(_Coded):
         for p in self.nullable:
             out[p] = (NONE,) if p in self.always_none else (GIVEN, NONE)
         return out
+
     # Meta-parameters the caller's host code depends on: passed by keyword, matched exactly.
     host: tuple[str, ...] = field(default=(), metadata=_OMIT)
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from .errors import ArgumentError
 from .expr import compile_function, parse
-from .manifest import KernelSpec, Variant
+from .manifest import KernelSpec, VariantSpec
 
 Values = Sequence[Any]
 Fits = Callable[[Values], bool]
@@ -91,7 +91,7 @@ def value_names(spec: KernelSpec) -> list[str]:
 
 def variant_test(
     spec: KernelSpec,
-    variant: Variant,
+    variant: VariantSpec,
     assumptions: Sequence[tuple[int, int]],
     device: Mapping[str, int],
 ) -> Fits | None:
@@ -149,7 +149,7 @@ def _guarded(tests: Sequence[Fits]) -> Fits:
     return fits
 
 
-def explain(spec: KernelSpec, variants: Sequence[Variant], values: Values) -> str:
+def explain(spec: KernelSpec, variants: Sequence[VariantSpec], values: Values) -> str:
     """Why no variant serves a call at ``values``: each derived value no variant has, and
     the constraints, with what the bundle holds."""
     names = value_names(spec)

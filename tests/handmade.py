@@ -19,9 +19,9 @@ PARAMS = (
 BUCKETS = (1, 16, 256)
 
 
-def variant(vid: str, block: int, assume: dict[str, int], cubin: str) -> mf.Variant:
+def variant(vid: str, block: int, assume: dict[str, int], cubin: str) -> mf.VariantSpec:
     abi = tuple(p.name for p in PARAMS if assume.get(p.name) != 1)
-    return mf.Variant(
+    return mf.VariantSpec(
         id=vid,
         entry=f"cubin/{cubin}",
         function="scale_kernel",
@@ -38,7 +38,7 @@ def variant(vid: str, block: int, assume: dict[str, int], cubin: str) -> mf.Vari
 SPECIALIZED = {"x_ptr": 16, "out_ptr": 16, "N": 16, "stride": 1}
 
 
-def instance(target: str, dtype: str) -> mf.Instance:
+def instance(target: str, dtype: str) -> mf.InstanceSpec:
     variants = {}
     choices = []
     for i, (bound, block) in enumerate(zip(BUCKETS, (16, 64, 128), strict=True)):
@@ -46,8 +46,8 @@ def instance(target: str, dtype: str) -> mf.Instance:
         gen = variant(f"c{i}-g", block, {}, f"{target}-{dtype}-{i}-g")
         variants[spec.id] = spec
         variants[gen.id] = gen
-        choices.append(mf.Choice((bound,), f"c{i}", "untuned (heuristic)", (gen.id, spec.id)))
-    return mf.Instance(target, {"T": dtype}, variants, tuple(choices))
+        choices.append(mf.ChoiceSpec((bound,), f"c{i}", "untuned (heuristic)", (gen.id, spec.id)))
+    return mf.InstanceSpec(target, {"T": dtype}, variants, tuple(choices))
 
 
 def pipelines() -> tuple[mf.PipelineSpec, ...]:

@@ -7,11 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loader.dispatch import choose_target, cubin_runs_on, holds, order_variants
-from loader.manifest import Target, Variant
+from loader.manifest import Target, VariantSpec
 
 
-def _variant(vid: str, assume: dict[str, int]) -> Variant:
-    return Variant(vid, "e", "f", 4, 3, 0, 32, {}, assume, ())
+def _variant(vid: str, assume: dict[str, int]) -> VariantSpec:
+    return VariantSpec(vid, "e", "f", 4, 3, 0, 32, {}, assume, ())
 
 
 NAMES = ["p", "q", "n", "s"]

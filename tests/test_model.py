@@ -494,15 +494,15 @@ def test_eager_buckets_ship_nothing_and_serve_the_module(
     and the loader serves the module's own forward there, padding included; batch 1 stays
     compiled. Loading and calling compile nothing in a fresh process."""
     import aot.model.select as ms
-    from aot.model.select import Choice, Serving
+    from aot.model.select import Serving, ServingChoice
 
-    def measure(torch: Any, compiled: Any, eager: Any, inputs: Any, device: Any) -> Choice:
+    def measure(torch: Any, compiled: Any, eager: Any, inputs: Any, device: Any) -> ServingChoice:
         assert list(compiled) == [""]  # one mode: its label is empty
         assert [type(x) for x in compiled[""](*inputs)] == [type(x) for x in eager(*inputs)]
         times = {"compiled direct": 2.0, "eager direct": 1.0}
         if inputs[0].shape[0] == 2:
-            return Choice(Serving("eager", False), times, {})
-        return Choice(Serving("compiled", False), {**times, "compiled direct": 0.5}, {})
+            return ServingChoice(Serving("eager", False), times, {})
+        return ServingChoice(Serving("compiled", False), {**times, "compiled direct": 0.5}, {})
 
     monkeypatch.setattr(ms, "measure", measure)
     out, arts, entries = _build_fastest(tmp_path)

@@ -14,7 +14,7 @@ import pytest
 
 from aot import errors
 from aot.pull import pull
-from aot.registry import describe
+from aot.remote import describe
 from loader import oci
 from loader.errors import BundleError, RegistryAuthError, RegistryError
 from loader.registry import RegistryConfig

@@ -221,7 +221,7 @@ def test_a_slice_covers_a_model_only_when_it_is_the_whole_build() -> None:
 
 def handmade_part(
     path: Path,
-    keep: Callable[[mf.Instance], bool],
+    keep: Callable[[mf.InstanceSpec], bool],
     change: Callable[[mf.Manifest], mf.Manifest] = lambda m: m,
 ) -> Path:
     m = handmade.manifest()

@@ -300,7 +300,7 @@ def pull(reference: str, output: str | None, registry: RegistryFlags) -> None:
 def inspect(bundle: str, registry: RegistryFlags) -> None:
     env = from_environ()
     if bundle.startswith("oci://"):
-        from ..registry import describe
+        from ..remote import describe
 
         click.echo(describe(bundle, registry.apply(env.registry)), nl=False)
     else:

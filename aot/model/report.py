@@ -7,7 +7,7 @@ from typing import Any
 
 from ..recipe import ModelRecipe
 from .plan import Place, aoti_compiler, where_of
-from .select import Choice, Outcome
+from .select import Outcome, ServingChoice
 
 _HEADER = [
     "| bucket | compile s | bytes | rel err | padded from | rel err padded | timed µs | serves |",
@@ -48,7 +48,7 @@ def _compile_cell(mr: ModelRecipe, o: Outcome) -> str:
     )
 
 
-def timed_cell(choice: Choice) -> str:
+def timed_cell(choice: ServingChoice) -> str:
     """The "timed µs" cell: each candidate's median, or why it was not timed."""
     cells = [f"{k} {v:.1f}" for k, v in choice.times_us.items()]
     cells += [f"{k}: not servable ({v[:80]})" for k, v in choice.errors.items()]

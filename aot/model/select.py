@@ -86,7 +86,7 @@ def candidates(device_type: str, modes: Sequence[str] = ("",)) -> tuple[Serving,
 
 
 @dataclass(frozen=True)
-class Choice:
+class ServingChoice:
     serving: Serving
     times_us: Mapping[str, float]  # label -> median µs of one call, as served
     errors: Mapping[str, str]  # label -> why that candidate cannot be served (not timed)
@@ -100,7 +100,7 @@ def choose(times_us: Mapping[Serving, float]) -> Serving:
 def measure(
     torch: Any, compiled: Mapping[str, Callable[..., list[Any]]],
     eager: Callable[..., list[Any]], inputs: Sequence[Any], device: Any,
-) -> Choice:  # fmt: skip
+) -> ServingChoice:  # fmt: skip
     """Time every candidate serving of the ``compiled`` artifacts (mode -> ``run``; the
     mode "" when the recipe names one) and of ``eager`` (each ``run(*inputs) -> outputs``)
     at ``inputs``. An error serving a compiled artifact propagates (the loader could not
@@ -117,7 +117,7 @@ def measure(
             errors[s.label] = f"{type(exc).__name__}: {exc}"
     times = interleaved(list(calls.values()), CALLS, WARMUP)
     medians = {s: statistics.median(t) for s, t in zip(calls, times, strict=True)}
-    return Choice(choose(medians), {s.label: m for s, m in medians.items()}, errors)
+    return ServingChoice(choose(medians), {s.label: m for s, m in medians.items()}, errors)
 
 
 def interleaved(calls: Sequence[Timer], n: int, warmup: int = 0) -> list[list[float]]:
@@ -181,7 +181,7 @@ def call_us(torch: Any, call: Callable[[], Any], on_gpu: bool) -> float:
 def time_bucket(
     mr: ModelRecipe, model: Any, place: Place, bucket: tuple[int, ...],
     arts: Mapping[str, Artifact], where: str,
-) -> Choice:  # fmt: skip
+) -> ServingChoice:  # fmt: skip
     """The bucket's compiled artifacts (mode -> artifact) timed against the module's eager
     forward, each served as the loader can serve it (``measure``)."""
     import torch
@@ -218,12 +218,12 @@ class Outcome:
     metrics: Mapping[str, Any]  # the manifest's record of the bucket
     arts: Mapping[str, Artifact]  # mode -> its artifact
     cached: Mapping[str, bool]  # mode -> taken from the compile cache
-    choice: Choice | None  # the timings, when [model].select = "fastest"
+    choice: ServingChoice | None  # the timings, when [model].select = "fastest"
 
 
 def serve(
     mr: ModelRecipe, place: Place, bucket: tuple[int, ...], arts: Mapping[str, Artifact],
-    cached: Mapping[str, bool], choice: Choice | None,
+    cached: Mapping[str, bool], choice: ServingChoice | None,
 ) -> Outcome:  # fmt: skip
     """How the bucket is served: as ``choice`` chose, or (no choice) the first mode's
     artifact, from a graph on a GPU; and the metrics recorded for it."""

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loader.args import element_type
 from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
 from ..kernelfile import KernelImportError, load_module, shipped
@@ -23,12 +24,6 @@ from ..shipped import NotAKernel, Shipped
 from .validate import IDENT, Validator, show, sorted_names
 
 SCALAR_TYPES = INT_TYPES | {"fp32", "fp64"}
-_TORCH_TYPES = {
-    "float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
-    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8",
-    "uint16": "u16", "uint32": "u32", "uint64": "u64", "bool": "i1",
-    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
-}  # fmt: skip
 I32 = (-(2**31), 2**31 - 1)
 
 
@@ -242,9 +237,9 @@ def _type_of(value: Any) -> str | None:
         return "fp32"
     dtype = getattr(value, "dtype", None)
     if dtype is not None and hasattr(value, "data_ptr"):
-        name = str(dtype).removeprefix("torch.")
-        if name in _TORCH_TYPES:
-            return "*" + _TORCH_TYPES[name]
+        ours = element_type(dtype)
+        if ours is not None:
+            return "*" + ours
     return f"?{type(value).__name__}"
 
 

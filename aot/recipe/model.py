@@ -14,6 +14,7 @@ from typing import Any
 
 from loader import manifest as mf
 
+from ..dtypes import MODEL_TOLERANCE
 from .validate import IDENT, Validator, show
 
 MODEL_KEYS = (
@@ -27,7 +28,6 @@ MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 # serves the fastest; "compiled" always serves the artifact.
 SELECT = ("fastest", "compiled")
 # Relative error allowed against the float64 reference (max |out - ref| / max |ref|).
-TOLERANCE = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-3, "fp64": 1e-9}
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def parse_model(v: Validator, raw: Any, root: Path) -> ModelRecipe:
     pad, outputs = _pad_outputs(v, raw, w, dims)
     modes = _modes(v, raw, w)
     options = v.table(raw, "options", w)
-    tol = raw.get("tolerance", TOLERANCE[str(dtype)])
+    tol = raw.get("tolerance", MODEL_TOLERANCE[str(dtype)])
     if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
         v.fail(f"{w}.tolerance", f"{show(tol)} must be a number between 0 and 1")
     seed = v.int_value(raw.get("seed", 0), f"{w}.seed", minimum=0)

@@ -21,6 +21,7 @@ from typing import Any
 from loader import manifest as mf
 
 from ..compile import Compiled, CompilePool
+from ..dtypes import KERNEL_TOLERANCE
 from ..heuristic import rank
 from ..kernel_env import env_at, fixed_for, sizes_at
 from ..pack import kernel_record, variant_record
@@ -32,8 +33,6 @@ from .decide import BASELINE, BASELINE_CONFIG, BENCH, FINAL, VERIFY, off_bucket,
 from .gpu import GpuInfo, GpuWorker, matches
 
 FINAL_TARGET_MS = 10.0
-TOLERANCE = {"fp8e4nv": 5e-2, "fp8e5": 5e-2, "fp16": 1e-2, "bf16": 1e-2, "fp32": 1e-3,
-             "fp64": 1e-9}  # fmt: skip
 WARM_START = 3  # finalists of the previous bucket tried first in the next
 
 
@@ -51,7 +50,7 @@ def tolerance(inst: Instance) -> float:
         return inst.kernel.tune.tolerance
     kinds = set(dict(inst.dtypes).values())
     kinds |= {t[1:] for t in inst.kernel.signature.values() if t.startswith("*")}
-    return max((TOLERANCE[k] for k in kinds if k in TOLERANCE), default=1e-2)
+    return max((KERNEL_TOLERANCE[k] for k in kinds if k in KERNEL_TOLERANCE), default=1e-2)
 
 
 class Tuner:
@@ -253,9 +252,10 @@ class Tuner:
         ok = [c for c in compiled if c.ok]
         records = [(variant_record(inst.kernel, config, c), c) for c in ok]
         variants = {r.id: r for r, _ in records}
-        choice = mf.Choice((), config.id, "tuning", tuple(variants))
+        choice = mf.ChoiceSpec((), config.id, "tuning", tuple(variants))
         spec = kernel_record(
-            inst.kernel, (mf.Instance(inst.target.name, dict(inst.dtypes), variants, (choice,)),)
+            inst.kernel,
+            (mf.InstanceSpec(inst.target.name, dict(inst.dtypes), variants, (choice,)),),
         )
         spec = mf.KernelSpec(**{**spec.__dict__, "bucket_keys": (), "buckets": ()})
         return {
