@@ -44,6 +44,10 @@ SEEDS = {
     "recipes/layer.toml": 250,
     "recipes/example.toml": 350,
     "recipes/mlp.toml": 350,
+    # kernels as shipped: inferred signatures, autotune's configs, heuristics, call values,
+    # derived values, optional pointers, host values, size expressions and constants
+    "tests/data/shipped/shipped.toml": 300,
+    "recipes/gallery/softmax.toml": 150,
 }
 TEXT_CASES = 150  # byte-level edits per seed
 CASE_SECONDS = 30  # far above any case's need: only a hang reaches it
