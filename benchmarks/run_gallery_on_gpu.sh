@@ -24,12 +24,12 @@ summary="$W/logs/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader >> "$summary"
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$summary" 2>&1
 
-finish() {  # the bundles rebuild from their tuning databases, byte for byte: not sent back
+pack() {  # after every stage, so a call cut short still sends back what it had; the bundles
+  # rebuild from their tuning databases, byte for byte: not sent back
   (cd "$W" && tar czf "$OUT/gallery.tar.gz" logs bench bundles/*.report.md bundles/*.tunedb.jsonl \
     bundles/*.report 2>/dev/null)
-  cat "$summary"
 }
-trap finish EXIT
+trap 'pack; cat "$summary"' EXIT
 
 build() {  # build RECIPE NAME: tune on this GPU, time it, keep the log. With SEED (a
   # carried folder): its NAME.aotc is used as it is, and its NAME.tunedb.jsonl is resumed
@@ -56,6 +56,8 @@ if [[ " $STAGES " == *" build "* ]]; then
   done
 fi
 
+pack
+
 if [[ " $STAGES " == *" tests "* ]]; then
   start=$SECONDS
   AOTC_GALLERY_BUNDLES=$W/bundles timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu \
@@ -63,6 +65,19 @@ if [[ " $STAGES " == *" tests "* ]]; then
   echo "gallery GPU tests: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/gpu-tests.log")" >> "$summary"
   grep -E "^(FAILED|ERROR)" "$W/logs/gpu-tests.log" | head -20 >> "$summary"
 fi
+
+pack
+
+if [[ " $STAGES " == *" bench "* ]]; then
+  start=$SECONDS
+  timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/gallery_bench.py --bundles "$W/bundles" \
+    --out "$W/bench" --repeats "${REPEATS:-2}" ${KERNELS:+--kernels "$KERNELS"} ${BENCH_ARGS:-} \
+    > "$W/logs/bench.log" 2>&1
+  echo "gallery bench: exit $? in $((SECONDS - start)) s" >> "$summary"
+  grep -vE "^\[gallery_bench\]" "$W/logs/bench.log" | tail -60 >> "$summary"
+fi
+
+pack
 
 if [[ " $STAGES " == *" core "* ]]; then  # the other GPU tests, on bundles carried in $CORE
   start=$SECONDS
@@ -72,13 +87,4 @@ if [[ " $STAGES " == *" core "* ]]; then  # the other GPU tests, on bundles carr
     -p no:cacheprovider -rf > "$W/logs/core-tests.log" 2>&1
   echo "core GPU tests: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/core-tests.log")" >> "$summary"
   grep -E "^(FAILED|ERROR)" "$W/logs/core-tests.log" | head -20 >> "$summary"
-fi
-
-if [[ " $STAGES " == *" bench "* ]]; then
-  start=$SECONDS
-  timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/gallery_bench.py --bundles "$W/bundles" \
-    --out "$W/bench" --repeats "${REPEATS:-2}" ${KERNELS:+--kernels "$KERNELS"} ${BENCH_ARGS:-} \
-    > "$W/logs/bench.log" 2>&1
-  echo "gallery bench: exit $? in $((SECONDS - start)) s" >> "$summary"
-  grep -vE "^\[gallery_bench\]" "$W/logs/bench.log" | tail -60 >> "$summary"
 fi
