@@ -242,7 +242,8 @@ def run_child(
     mode: str, name: str, sizes: dict[str, int], dtype: str, bundle: Path
 ) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="gallery-triton-cache-") as cache:
-        env = {**os.environ, "TRITON_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
+        path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        env = {**os.environ, "TRITON_CACHE_DIR": cache, "PYTHONPATH": path}
         env.pop("TRITON_CACHE_AUTOTUNING", None)
         cmd = [
             sys.executable,
