@@ -228,6 +228,8 @@ class CompilePool:
         self._results: dict[Variant, cf.Future[Compiled]] = {}
         self._lock = threading.Lock()
         self._aborted = False
+        self.compiled = 0  # variants compiled by a worker (the compiler's verdict, fresh)
+        self.cached = 0  # variants answered from the cache
 
     def __enter__(self) -> CompilePool:
         return self
@@ -258,6 +260,7 @@ class CompilePool:
             key = cache_key(self.plan, inst, job)
             hit = self.cache.get(key)
             if hit is not None:
+                self.cached += 1
                 fut.set_result(_finish(inst, var, job, hit[0], hit[1], cached=True))
                 return fut
             jf = self._jobs.get(key)
@@ -286,6 +289,7 @@ class CompilePool:
             if not self.cache.has(key):
                 self.cache.put(key, {k: v for k, v in rec.items() if k != "cubin"},
                                rec.get("cubin", b""))  # fmt: skip
+            self.compiled += 1
         fut.set_result(_finish(inst, var, job, rec, rec.get("cubin", b""), cached=False))
 
     def _verdict(self, jf: cf.Future[dict[str, Any]]) -> dict[str, Any] | None:

@@ -284,3 +284,17 @@ def test_worker_loads_recipe_functions_by_absolute_path() -> None:
     path = (Path(__file__).parent / "data" / "kernels" / "small.py").resolve()
     assert _load(f"{path}:not_a_kernel") == 42
     assert _load(f"{path}:scale_kernel") is _load(f"{path}:scale_kernel")
+
+
+def test_the_summary_counts_the_candidates_compiled_for_tuning(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A tuning build compiles its candidates in the tuner's pool: the summary says how
+    many (it used to say "0 compiled" after minutes of compiling)."""
+    from aot.cli.commands import _tuning_line
+
+    first = tune_build(recipe_dir, tmp_path / "a", FakeWorker())
+    assert first.tuning is not None and first.tuning.compiled > 0
+    assert f"{first.tuning.compiled} candidate variants compiled" in _tuning_line(first.tuning)
+    again = tune_build(recipe_dir, tmp_path / "a", FakeWorker(), out="u.aotc")  # same cache
+    assert again.tuning is not None and again.tuning.compiled == 0

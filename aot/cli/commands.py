@@ -174,7 +174,8 @@ def _tuning_line(s: TuneStats) -> str:
     return (
         f"tuned {s.instances} kernel instances: {s.benchmarks} measurements taken, "
         f"{s.resumed} reused from the database, {s.failed} failed, "
-        f"{s.restarts} worker restarts"
+        f"{s.restarts} worker restarts; {s.compiled} candidate variants compiled, "
+        f"{s.cached} from cache"
     )
 
 

@@ -43,6 +43,8 @@ class TuneStats:
     resumed: int  # measurements found in the database
     failed: int
     restarts: int
+    compiled: int = 0  # candidate variants compiled for the measurements
+    cached: int = 0  # candidate variants found in the compile cache
 
 
 def tolerance(inst: Instance) -> float:
@@ -112,6 +114,8 @@ class Tuner:
             resumed=self.resumed,
             failed=self.failed,
             restarts=sum(w.restarts for w in self.workers.values()),
+            compiled=self.pool.compiled,
+            cached=self.pool.cached,
         )
 
     def stop(self) -> None:
