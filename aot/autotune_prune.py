@@ -10,13 +10,13 @@ where that can be had) and the candidates as ``triton.Config`` objects.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .config import Config, triton_value
 from .errors import RecipeError
+from .inputs import on_meta
 from .kernel_env import sizes_at
 from .kernelfile import load_module
 from .recipe import KernelRecipe, Recipe
@@ -94,19 +94,11 @@ def _meta_arguments(
     first dtype binding), or none when there are no inputs or no PyTorch."""
     if kr.inputs is None:
         return {}
-    try:
-        import torch
-    except ImportError:
-        return {}
     file, _, name = kr.inputs.rpartition(":")
     fn = getattr(load_module((recipe.root / Path(file)).resolve()), name)
     binding = {var: types[0] for var, types in kr.dtypes.items()}
-    params = inspect.signature(fn).parameters
-    offered = {"device": "meta", "config": config.values()}
-    kwargs = {k: v for k, v in offered.items() if k in params}
     try:
-        with torch.device("meta"):
-            args = list(fn(dict(sizes), binding, **kwargs))
-    except Exception:
+        args = list(on_meta(fn, sizes, binding, config.values()))
+    except Exception:  # no PyTorch, or inputs that compute on data: integers only
         return {}
     return dict(zip(kr.signature, args, strict=False))

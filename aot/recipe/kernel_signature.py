@@ -10,8 +10,7 @@ element type follows a dtype variable through the bindings is ``*T``.
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from loader.args import element_type
 from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
+from ..inputs import Inputs, accepted, on_meta
 from ..kernelfile import KernelImportError, load_module, shipped
 from ..shipped import NotAKernel, Shipped
 from .validate import IDENT, Validator, show, sorted_names
@@ -95,9 +95,6 @@ def annotated(kernel: Shipped) -> dict[str, str]:
         if (a.startswith("*") and a[1:] in ELEMENT_TYPES) or a in SCALAR_TYPES:
             out[p.name] = a
     return out
-
-
-Inputs = Callable[..., Any]
 
 
 def inferred_types(
@@ -188,14 +185,13 @@ def _example(
     config: Mapping[str, Any],
 ) -> list[Any]:
     try:
-        import torch
+        import torch  # noqa: F401 - only to say what is missing
     except ImportError:
         v.fail(f"{w}.signature", "inferring argument types from inputs needs PyTorch (the CPU "
                "build is enough); install it, or list the types under signature")  # fmt: skip
-    kwargs = _accepted(fn, {"device": "meta", "config": dict(config)})
+    kwargs = accepted(fn, {"device": "meta", "config": dict(config)})
     try:
-        with torch.device("meta"):
-            args = fn(dict(sizes), dict(binding), **kwargs)
+        args = on_meta(fn, sizes, binding, config)
     except Exception as exc:
         # Code that computes on the data (a routing's argsort, say) cannot run on meta
         # tensors: the CPU can run it, at the cost of real memory — so only for that
@@ -215,16 +211,6 @@ def _example(
         v.fail(f"{w}.inputs", f"{ref} returned {type(args).__name__}; return the runtime "
                "arguments as a list")  # fmt: skip
     return list(args)
-
-
-def _accepted(fn: Inputs, offered: Mapping[str, Any]) -> dict[str, Any]:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return {}
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return dict(offered)
-    return {k: x for k, x in offered.items() if k in params}
 
 
 def _type_of(value: Any) -> str | None:

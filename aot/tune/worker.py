@@ -14,7 +14,6 @@ and only here: this module runs in the worker process, never in the builder.
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import os
 import statistics
@@ -25,6 +24,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from ..inputs import accepted
 from ..signals import detach_worker
 from ..source import load_module
 
@@ -235,14 +235,9 @@ def _bound(args: list[Any], kernel: Any, binding: dict[str, str]) -> list[Any]:
 def _inputs(make: Callable[..., Any], config: dict[str, Any] | None) -> Callable[..., Any]:
     """The recipe's ``inputs``, given the candidate's config where it takes one (host data
     that depends on a meta-parameter, such as tokens padded to BLOCK_SIZE_M)."""
-    if config is None:
+    if config is None or not accepted(make, {"config": config}):
         return make
-    try:
-        params = inspect.signature(make).parameters
-    except (TypeError, ValueError):
-        return make
-    takes = "config" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
-    return functools.partial(make, config=config) if takes else make
+    return functools.partial(make, config=config)
 
 
 def _verify_reason(checks: list[dict[str, Any]], tol: float) -> str:
