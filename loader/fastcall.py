@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .buckets import BucketGrid
-    from .bundle import Launcher
+    from .launch import Launcher
     from .manifest import CallValue, Param
 
 Values = tuple[Any, ...]
