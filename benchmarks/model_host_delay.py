@@ -11,7 +11,7 @@ paired per turn, with a 95% interval (model_bench.paired_ratio; below 1: slower)
 
   module2          the module again (a control: must be a tie)
   runner           loader.load_model's runner
-  eager_call       the loader's wrapper of the module (loader.model.eager_call)
+  eager_call       the loader's wrapper of the module (loader.model_load.eager_call)
   route+module     the runner's routing of the shapes, then the module
   lock+module      a threading.Lock held around the module
   spin2us, spin20us  the host busy for 2 or 20 µs, then the module
@@ -71,7 +71,7 @@ def main() -> None:
 def variants(torch: Any, m: Any, r: Any, x: Any) -> dict[str, Callable[[], float]]:
     """Each variant as a function timing one call of it (µs)."""
     from aot.model.select import call_us
-    from loader.model import eager_call
+    from loader.model_load import eager_call
 
     run, lock = eager_call(m), threading.Lock()
 

@@ -22,7 +22,7 @@ package won all 12 buckets of the layer on the H200 (benchmarks/RESULTS.md, "Two
 
 So with ``[model].select = "fastest"`` (the default) the build times every candidate
 (``candidates``) the way the loader serves it: a graph candidate copies the inputs in,
-replays the graph (``loader.model.capture_graph``, the loader's own capture) and copies
+replays the graph (``loader.model_load.capture_graph``, the loader's own capture) and copies
 the outputs out; a direct one calls the artifact or the module. The candidates take turns
 call by call, in an order that rotates (``interleaved``): on the H200 the clocks drift over
 seconds of back-to-back work, and in blocks of ten calls the build once picked a graph by
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader.manifest import serving_label
-from loader.model import capture_graph, eager_call, load_artifact, named_tensors
+from loader.model_load import capture_graph, eager_call, load_artifact, named_tensors
 
 from ..errors import BuildError
 from ..recipe import ModelRecipe
