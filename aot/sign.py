@@ -24,8 +24,9 @@ from typing import Any
 
 from loader import signature
 from loader.errors import BundleError, TrustedKeyError
-from loader.format import BundleFile, Signature, encode_trailer, signed_message, write_atomic
+from loader.format import BundleFile, write_atomic
 from loader.manifest import describe_shard
+from loader.trailer import Signature, encode_trailer, signed_message
 
 from .errors import BadBundle, UsageError
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import SignatureError, TrustedKeyError
-from .format import signed_message
+from .trailer import signed_message
 
 if TYPE_CHECKING:
     from .format import BundleFile
