@@ -22,6 +22,7 @@ from .expr import parse
 from .fastcall import PACK_ERRORS, FastPath, choice_table
 from .launch import EntrySource, Launcher
 from .manifest import GIVEN, NONE, CallValue, KernelSpec, Param, VariantSpec
+from .profile import HostPath
 from .validity import CallValues, explain
 
 # What a fast-path launch raises only before anything reached the driver: the checked path
@@ -261,6 +262,32 @@ class Kernel:
         if dtypes is None:
             self._fast.learn(args, inst.fast_choices)
         launcher.launch(values, handle)
+
+    def host_path(self, *args: Any, **call: Any) -> HostPath:
+        """The pieces of the call ``kernel(*args, **call)``, each callable alone, to measure
+        where its host time goes (loader/profile.py). Makes the call once; ArgumentError if
+        it does not then take the fast path (raw pointers, say)."""
+        self(*args, **call)
+        found = self._fast.lookup(args, call)
+        if found is None:
+            raise ArgumentError(
+                f"{self.name}.host_path(): these arguments do not take the fast path; pass "
+                "tensors of the kernel's element types"
+            )
+        launcher, values = found
+        fast, handle = self._fast, self._stream()
+        launch, pack_grid, driver_call, driver_call_typed = launcher.host_parts(values, handle)
+        return HostPath(
+            call=lambda: self(*args, **call),
+            checked=lambda: self._call_checked(args, None, None, call),
+            lookup=lambda: fast.lookup(args, call),
+            stream=self._stream,
+            launch=launch,
+            pack_grid=pack_grid,
+            driver_call=driver_call,
+            driver_call_typed=driver_call_typed,
+            variant=launcher.variant,
+        )
 
     def warmup(self, **sizes: int | Iterable[int]) -> int:
         """Load the modules of the buckets that hold ``sizes`` now instead of at first call:

@@ -161,3 +161,31 @@ class Launcher:
                 )  # fmt: skip
         if code:
             self.source.device.drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
+
+    def host_parts(
+        self, values: Sequence[Any], stream: int
+    ) -> tuple[Callable[[], None], Callable[[], Any], Callable[[], int], Callable[[], int]]:
+        """``launch(values, stream)`` and its pieces, each callable alone
+        (loader/profile.py): the whole launch; packing and the grid; the driver call with
+        its arguments prebuilt, untyped as ``launch`` makes it, and through the binding
+        with argtypes. The buffer is packed with ``values`` first, so that a driver call
+        alone launches them."""
+        self.load()
+        self._buffer.pack(values)
+        gx, gy, gz = self.grid(*values)
+        handle = ctypes.c_void_p(stream) if stream else None
+        untyped, typed = self._launch, self.source.device.drv.launch_raw
+        fn, fn_arg, block, shared, params = (
+            self.function, self._function_arg, self.block, self.shared, self.params
+        )  # fmt: skip
+
+        def pack_grid() -> tuple[int, ...]:
+            self._buffer.pack(values)
+            return self.grid(*values)
+
+        return (
+            lambda: self.launch(values, stream),
+            pack_grid,
+            lambda: untyped(fn_arg, gx, gy, gz, block, 1, 1, shared, handle, params, None),
+            lambda: typed(fn, gx, gy, gz, block, 1, 1, shared, stream, params, None),
+        )

@@ -4,9 +4,8 @@
     runner.warmup()           # optional: load every bucket and capture its CUDA graph now
     y = runner(x)             # x: [b, t, 1024], any b, t within the buckets
 
-This and loader/model_load.py are the one part of the loader that uses PyTorch: ``torch``
-(imported when ``load_model`` is called, never by ``import loader``) loads each bucket's
-artifact (loader/model_load.py: the two backends).
+The loader's one use of PyTorch (with loader/model_load.py, the two artifact backends):
+``torch`` is imported when ``load_model`` is called, never by ``import loader``.
 
 A bucket the build measured faster in eager PyTorch than compiled (recipe ``select``,
 e.g. where cuBLASLt's fused-bias matmuls beat Inductor's kernels) has no artifact: it is
@@ -15,12 +14,11 @@ served by the module's own ``forward``.
 Per call: the bucket is the smallest one at or above each dimension's size; a dimension
 listed in the recipe's ``pad`` may be smaller than its bucket (the input is padded with
 zeros at the end and the outputs sliced back), any other must equal a bucket bound
-(loader/buckets.py: ``model_grid``). On
-CUDA a bucket is captured once as a CUDA graph over static input buffers (at first use or
-``warmup``) and replayed, unless the build measured it faster called directly (a large
-bucket, where the graph's copies in and out cost more than the launches it saves): an
-eager bucket called directly runs the module on the call's own tensors, unpadded. On the
-CPU every bucket is called directly.
+(loader/buckets.py: ``model_grid``). On CUDA a bucket is captured once as a CUDA graph
+over static input buffers (at first use or ``warmup``) and replayed, unless the build
+measured it faster called directly (a large bucket, where the graph's copies in and out
+cost more than the launches it saves): an eager bucket called directly runs the module on
+the call's own tensors, unpadded. On the CPU every bucket is called directly.
 The weights are the module's own tensors, bound by name at load and read in place: update
 them in place (``copy_``), never reassign a parameter, or the graphs read stale memory.
 """
@@ -148,7 +146,7 @@ def _open(
     return opened, True
 
 
-class _Bucket:
+class RunnerBucket:
     """One bucket: its artifact (or the module's forward, for an eager bucket), loaded at
     first use, and on CUDA its captured graph."""
 
@@ -192,10 +190,12 @@ class ModelRunner:
         self.module = module  # serves the buckets built as eager
         self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
         self._single = spec.single_output
-        self._buckets = [_Bucket(b, spec.dims, self.use_graphs) for b in self.artifacts.buckets]
+        self._buckets = [
+            RunnerBucket(b, spec.dims, self.use_graphs) for b in self.artifacts.buckets
+        ]
         # input shapes, dtypes and devices -> (bucket, sizes, padded): inputs like ones
         # seen before skip every check and the bucket search
-        self._routes: dict[tuple[Any, ...], tuple[_Bucket, dict[str, int], bool]] = {}
+        self._routes: dict[tuple[Any, ...], tuple[RunnerBucket, dict[str, int], bool]] = {}
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self.spec.inputs)
@@ -242,12 +242,15 @@ class ModelRunner:
         spec = self.spec
         return model_grid(spec.dims, spec.buckets, spec.pad, f"model {spec.name!r}")
 
-    def bucket_for(self, sizes: Mapping[str, int]) -> _Bucket:
+    def bucket_for(self, sizes: Mapping[str, int]) -> RunnerBucket:
         return self._buckets[self.grid.index([sizes[d] for d in self.spec.dims])]
 
     # --- calls ------------------------------------------------------------------------
 
-    def _route(self, inputs: Sequence[Any]) -> tuple[_Bucket, dict[str, int], bool]:
+    def route(self, inputs: Sequence[Any]) -> tuple[RunnerBucket, dict[str, int], bool]:
+        """The bucket a call on ``inputs`` is served by, each dimension's size, and whether
+        the inputs are padded up to it: the first step of every call, public so that its
+        cost can be measured (benchmarks/model_call_overhead.py)."""
         # The per-call path: a shape, dtype and device seen before is one dict lookup (a
         # GPU-bound call served directly pays this before its first kernel starts).
         try:
@@ -269,7 +272,7 @@ class ModelRunner:
         return b, sizes, padded
 
     def __call__(self, *inputs: Any) -> Any:
-        b, sizes, padded = self._route(inputs)
+        b, sizes, padded = self.route(inputs)
         torch = self.torch
         grad = torch.is_grad_enabled()  # a service usually calls with it off already
         if b.module_direct and not grad:
@@ -290,7 +293,7 @@ class ModelRunner:
         return outs[0] if self._single else tuple(outs)
 
     def _call(
-        self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
+        self, b: RunnerBucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
     ) -> list[Any]:
         """One call of bucket ``b``; the caller holds b.lock, with autograd off."""
         self._ensure(b)
@@ -314,7 +317,7 @@ class ModelRunner:
         return out.clone() if copy else out
 
     def _replay(
-        self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
+        self, b: RunnerBucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
     ) -> list[Any]:
         torch = self.torch
         stream = torch.cuda.current_stream(self.device)
@@ -336,18 +339,18 @@ class ModelRunner:
 
     # --- loading ------------------------------------------------------------------------
 
-    def _ensure(self, b: _Bucket) -> None:
+    def _ensure(self, b: RunnerBucket) -> None:
         """Load the bucket's artifact (and capture its graph); the caller holds b.lock."""
         if b.run is None:
             b.run = self._callable(b)
         if b.replays and b.graph is None:
             self._capture(b)
 
-    def _callable(self, b: _Bucket) -> Any:
+    def _callable(self, b: RunnerBucket) -> Any:
         """What serves bucket ``b``: the module's forward (eager) or its artifact, loaded."""
         return eager_call(self.module) if b.impl == "eager" else self._load(b.entry)
 
-    def _capture(self, b: _Bucket) -> None:
+    def _capture(self, b: RunnerBucket) -> None:
         b.inputs = [
             self.torch.zeros(concrete(i.shape, b.full), dtype=dt, device=self.device)
             for i, dt in zip(self.spec.inputs, self._dtypes, strict=True)
@@ -372,7 +375,16 @@ class ModelRunner:
         with self.torch.no_grad():
             return warm(self.grid, sizes, self._ready)
 
-    def _ready(self, index: int) -> list[_Bucket]:
+    def load_bucket(self, index: int) -> None:
+        """Load bucket ``index``'s artifact (an eager bucket: take the module's forward) now,
+        capturing nothing: the first half of ``warmup``, to time loading and capture apart
+        (benchmarks/model_load_profile.py). ``grid`` numbers the buckets."""
+        b = self._buckets[index]
+        with b.lock:
+            if b.run is None:
+                b.run = self._callable(b)
+
+    def _ready(self, index: int) -> list[RunnerBucket]:
         b = self._buckets[index]
         with b.lock:
             self._ensure(b)
