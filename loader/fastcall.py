@@ -19,8 +19,9 @@ which launches or raises the clear error, and teaches ``FastPath`` the signature
 accepted. Only accepted signatures are remembered, so a bad call never poisons the cache.
 
 The generated functions are built from argument positions (integers) and fixed names
-only, never from manifest or user text: unrolled Python is several times faster here than
-the same work through ``map``/``operator`` helpers (measured by benchmarks/host_path_cpu.py).
+only, never from manifest or user text: unrolled Python costs less here than the same work
+through ``map``/``operator`` helpers (benchmarks/host_path_cpu.py measures this path; see
+benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
