@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -14,10 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def readme_commands() -> list[str]:
+    """The README's first fenced block: after its title and what aotc is, its two commands."""
     lines = (ROOT / "README.md").read_text().splitlines()
-    assert lines[0] == "```sh", "the README must open with its two commands"
-    end = lines.index("```", 1)
-    return lines[1:end]
+    start = next(i for i, line in enumerate(lines) if line.startswith("```"))
+    assert lines[start] == "```sh", "the README's first fenced block must be its commands"
+    assert start < 10, "the README's two commands must come within its first 10 lines"
+    end = lines.index("```", start + 1)
+    return lines[start + 1 : end]
+
+
+def test_readme_opens_with_what_aotc_is() -> None:
+    assert (ROOT / "README.md").read_text().startswith("# aotc\n\naotc ")
 
 
 def test_readme_opens_with_exactly_two_commands_and_ci_runs_the_second() -> None:
@@ -148,3 +156,61 @@ def test_benchmarks_use_public_api_only() -> None:
     found = [use for path in sorted((ROOT / "benchmarks").glob("*.py")) for use in
              _private_uses(path)]  # fmt: skip
     assert found == []
+
+
+DOCS = ("README.md", "ARCHITECTURE.md", "recipes/README.md")
+_PATH = re.compile(r"(?<![\w/.-])((?:aot|loader|tests|benchmarks|recipes|ci|\.ci)/[\w./-]*[\w/])")
+
+
+def test_docs_name_only_paths_that_exist() -> None:
+    missing = []
+    for doc in DOCS:
+        folder = (ROOT / doc).parent
+        for path in sorted(set(_PATH.findall((ROOT / doc).read_text()))):
+            if not ((ROOT / path).exists() or (folder / path).exists()):
+                missing.append(f"{doc}: {path}")
+    assert missing == []
+
+
+def test_docs_name_only_objects_that_exist() -> None:
+    import importlib
+
+    missing = []
+    for doc in DOCS:
+        for ref in sorted(set(re.findall(r"\b(?:aot|loader)(?:\.\w+)+", (ROOT / doc).read_text()))):
+            parts = ref.split(".")
+            for i in range(len(parts), 0, -1):
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                    break
+                except ModuleNotFoundError:
+                    continue
+            for name in parts[i:]:
+                obj = getattr(obj, name, None)
+            if obj is None:
+                missing.append(f"{doc}: {ref}")
+    assert missing == []
+
+
+def test_readme_layout_names_every_module() -> None:
+    text = (ROOT / "README.md").read_text()
+    layout = text.split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    words = set(re.findall(r"[\w]+/?", layout))
+    modules = [
+        p.stem if p.suffix else f"{p.name}/"
+        for package in ("aot", "loader")
+        for p in (ROOT / package).iterdir()
+        if (p.suffix == ".py" and not p.stem.startswith("__")) or (p / "__init__.py").exists()
+    ]
+    assert sorted(m for m in modules if m not in words) == []
+
+
+def test_readme_lists_every_command_and_variable() -> None:
+    pytest.importorskip("click")
+    from aot.cli.commands import cli
+    from aot.env import VARIABLES
+
+    text = (ROOT / "README.md").read_text()
+    rows = set(re.findall(r"^\| `aotc ([\w-]+)", text, re.M))
+    assert rows == set(cli.commands)  # type: ignore[attr-defined]
+    assert [v for v in VARIABLES if not re.search(f"`{v}[`=]", text)] == []
