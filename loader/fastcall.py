@@ -1,8 +1,8 @@
 """The per-call host path, precomputed: what a kernel call costs when nothing is unusual.
 
-``Kernel.__call__`` (bundle.py) first asks ``FastPath.lookup`` for a launcher and the call's
+``Kernel.__call__`` (kernel.py) first asks ``FastPath.lookup`` for a launcher and the call's
 values. A call whose arguments have the same *signature* (the dtype and is_cuda of every
-tensor, the type of every scalar) as an earlier call that the checked path in bundle.py
+tensor, the type of every scalar) as an earlier call that the checked path in kernel.py
 accepted is answered by one function generated for the kernel's parameter list: it
 unpacks the arguments, looks the signature up in a dict (which yields the dtype instance's
 variant table), reads the data pointers, picks the bucket with ``bisect`` (the kernel's
