@@ -11,42 +11,28 @@ suggested values to review carry a ``# TODO`` comment.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import textwrap
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
-from loader.expr import ExprError, parse
 from loader.format import write_atomic
 
 from .errors import UsageError
-from .heuristics import Untranslatable, translate
+from .init_kernel import KernelDraft, comment, draft_kernel, toml_value
 from .kernelfile import KernelImportError, load_module
-from .kernelscan import Launch, Usage, find_kernels, launches, usage_of
+from .kernelscan import find_kernels, launches
 from .output import check_output
 from .recipe.placeholders import PLACEHOLDER
 from .recipe.validate import IDENT, NAME
-from .shipped import Shipped
 from .targets import UnknownTarget, resolve
 
+# toml_value is imported from here too (tests).
+__all__ = ["DEFAULT_TARGETS", "Draft", "KernelDraft", "draft", "init", "toml_value"]
+
 DEFAULT_TARGETS = ("sm_80", "sm_90")
-BOUNDS = [1, 16, 128, 1024, 4096]  # placeholder bucket bounds, to be reviewed
-WIDTH = 92
-
-
-@dataclass(frozen=True)
-class KernelDraft:
-    name: str  # the recipe's name for it
-    attr: str  # the module attribute it is
-    layers: str  # "@triton.autotune (13 configs) over @triton.jit"
-    lines: tuple[str, ...]  # its [[kernel]] table
-    fill: tuple[str, ...]  # keys holding a "TODO" placeholder
-    check: tuple[str, ...]  # keys with a suggested value to review
 
 
 @dataclass(frozen=True)
@@ -103,7 +89,7 @@ def draft(file: Path, output: Path | None = None, targets: Sequence[str] = ()) -
     kernels = []
     for attr, k in found:
         name = _unique(_recipe_name(attr), names)
-        kernels.append(_kernel(name, attr, k, f"{source}:{attr}", launches(file, attr)))
+        kernels.append(draft_kernel(name, attr, k, f"{source}:{attr}", launches(file, attr)))
     text = _header(file, out, gpus, len(kernels))
     text += "".join("\n" + "\n".join(k.lines) + "\n" for k in kernels)
     return Draft(file, out, text, tuple(kernels), tuple(skipped))
@@ -166,258 +152,7 @@ def _header(file: Path, out: Path, targets: list[str], n: int) -> str:
         "+ - * // %, cdiv, min and max.",
     )
     return (
-        "\n#\n".join(_comment(p) for p in paragraphs)
+        "\n#\n".join(comment(p) for p in paragraphs)
         + f'\nformat = 1\n\n[bundle]\nname = {toml_value(bundle)}\nversion = "0.1.0"\n'
         + f"targets = {toml_value(targets)}  # GPUs to build for: products (H100, A100) or archs\n"
     )
-
-
-def _comment(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), WIDTH, initial_indent="# ",
-                         subsequent_indent="# ", break_on_hyphens=False)  # fmt: skip
-
-
-def toml_value(value: Any) -> str:
-    """A TOML value, inline."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return "[" + ", ".join(toml_value(v) for v in value) + "]"
-
-
-def _key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
-
-
-@dataclass
-class _Table:
-    """One ``[[kernel]]`` table being written: its lines, and the keys to fill or check."""
-
-    lines: list[str] = field(default_factory=list)
-    fill: list[str] = field(default_factory=list)
-    check: list[str] = field(default_factory=list)
-
-    def comment(self, text: str) -> None:
-        self.lines.append(_comment(text))
-
-    def key(self, key: str, value: Any, note: str = "", review: bool = False) -> None:
-        line = f"{key} = {toml_value(value)}"
-        self.lines.append(f"{line}  # TODO: {note}" if review else line)
-        if review:
-            self.check.append(key)
-        self.fill += _placeholders(key, value)
-
-
-def _placeholders(key: str, value: Any) -> list[str]:
-    if isinstance(value, Mapping):
-        return [k for n, v in value.items() for k in _placeholders(f"{key}.{n}", v)]
-    return [key] if isinstance(value, str) and value.startswith(PLACEHOLDER) else []
-
-
-@dataclass(frozen=True)
-class _Kinds:
-    """The runtime arguments by what they look like, and the constexprs by where their
-    value comes from."""
-
-    runtime: tuple[str, ...]
-    pointers: tuple[str, ...]
-    sizes: tuple[str, ...]
-    untyped_pointers: bool  # a pointer whose element type no annotation gives
-    keys: tuple[str, ...]  # autotune's key: integer arguments, the bucket keys
-    autotuned: bool  # autotune's configs are the search space (no hooks aotc cannot run)
-    searched: tuple[str, ...]  # set by autotune's configs
-    rules: Mapping[str, str | Untranslatable]  # heuristic -> expression, or why not
-    defaults: Mapping[str, Any]
-    unset: tuple[str, ...]  # constexprs nothing above gives a value
-
-
-def _kinds(k: Shipped, usage: Usage) -> _Kinds:
-    runtime = list(k.runtime)
-    tuned = k.autotune
-    extra = set(tuned.reset_to_zero + tuned.restore_value) if tuned else set()
-    pointers = [p.name for p in runtime if p.annotation.startswith("*") or p.name in extra
-                or p.name in usage.pointers or p.name.lower().endswith("ptr")]  # fmt: skip
-    untyped = any(p.name in pointers and not p.annotation.startswith("*") for p in runtime)
-    keys = [n for n in (tuned.key if tuned else ()) if n in {p.name for p in runtime}]
-    keys = [n for n in keys if n not in pointers]
-    rules = {name: _rule(rule) for name, rule in k.heuristics.items()}
-    read = set().union(*(parse(r, predicate=True).names for r in rules.values()
-                         if isinstance(r, str)))  # fmt: skip
-    ints = {p.name for p in runtime if p.annotation in _INTS}
-    sizes = [p.name for p in runtime if p.name not in pointers and p.name not in keys
-             and (p.name in usage.sizes or p.name in ints or p.name in read)
-             and ("stride" not in p.name.lower() or p.name in read)]  # fmt: skip
-    usable = tuned is not None and not tuned.hooks and not any(c.pre_hook for c in tuned.configs)
-    searched = sorted({n for c in tuned.configs for n, _ in c.kwargs}) if tuned and usable else []
-    defaults = {p.name: p.default for p in k.constexprs if p.has_default}
-    given = set(searched) | set(rules) | set(defaults)
-    unset = [p.name for p in k.constexprs if p.name not in given]
-    return _Kinds(tuple(p.name for p in runtime), tuple(pointers), tuple(sizes), untyped,
-                  tuple(keys), usable, tuple(searched), rules, defaults, tuple(unset))  # fmt: skip
-
-
-_INTS = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
-
-
-def _rule(rule: Any) -> str | Untranslatable:
-    try:
-        text = translate(rule)
-        parse(text, predicate=True)
-    except Untranslatable as exc:
-        return exc
-    except ExprError as exc:
-        return Untranslatable(str(exc))
-    return text
-
-
-def _kernel(name: str, attr: str, k: Shipped, source: str, found: list[Launch]) -> KernelDraft:
-    kinds = _kinds(k, usage_of(k))
-    layers = _layers(k)
-    t = _Table(["[[kernel]]"])
-    t.key("name", name)
-    t.key("source", source)
-    t.lines[-1] += f"  # {layers}"
-    looks = [f"pointers: {', '.join(kinds.pointers)}"] if kinds.pointers else []
-    looks += [f"sizes: {', '.join(kinds.keys + kinds.sizes)}"] if kinds.keys + kinds.sizes else []
-    t.comment(f"Runtime arguments, in order: {', '.join(kinds.runtime) or 'none'}"
-              + (f" (by their use, {'; '.join(looks)})" if looks else ""))  # fmt: skip
-    t.key("inputs", f"{PLACEHOLDER}.py:{name}_inputs")
-    t.lines.append(f"# reference = {toml_value(f'{PLACEHOLDER}.py:{name}_reference')}")
-    _grid(t, k, found)
-    _values(t, k, kinds)
-    _meta(t, k, kinds)
-    return KernelDraft(name, attr, layers, tuple(t.lines), tuple(t.fill), tuple(t.check))
-
-
-def _layers(k: Shipped) -> str:
-    parts = []
-    for layer in k.layers:
-        if layer == "autotune" and k.autotune is not None:
-            n = len(k.autotune.configs)
-            parts.append(f"@triton.autotune ({n} config{'s' if n != 1 else ''})")
-        elif layer == "heuristics":
-            parts.append(f"@triton.heuristics ({', '.join(k.heuristics)})")
-        else:
-            parts.append(f"@triton.{layer}")
-    return " over ".join(dict.fromkeys(parts))
-
-
-def _grid(t: _Table, k: Shipped, found: list[Launch]) -> None:
-    """The grid placeholder, after the grids the file's own launches suggest."""
-    params = {p.name for p in k.params} | {"NUM_SMS"}
-    free: list[str] = []
-    for launch in found[:3]:
-        where = f"{launch.caller}()" if launch.caller else "the module"
-        if launch.grid is None:
-            t.comment(f"{where} launches it with grid {launch.written}")
-            continue
-        value = launch.grid[0] if len(launch.grid) == 1 else list(launch.grid)
-        t.lines.append(f"# grid = {toml_value(value)}  (from {where})")
-        free += [n for n in sorted(launch.names - params) if n not in free]
-    if free:
-        one = len(free) == 1
-        t.comment(
-            f"{', '.join(free)} {'is no argument' if one else 'are no arguments'} of the "
-            f"kernel: declare {'it' if one else 'each'} under call, as a dimension of an "
-            'argument ("shape(ARG, DIM)") or passed by the caller ("keyword"), e.g.'
-        )
-        t.lines.append(f"# call = {toml_value({n: 'shape(ARG, 0)' for n in free})}")
-    t.key("grid", PLACEHOLDER)
-
-
-def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
-    if kinds.untyped_pointers:
-        note = "each pointer whose type follows T in inputs takes each listed type"
-        t.key("dtypes", {"T": ["fp16", "bf16"]}, note, review=True)
-    if kinds.keys:
-        t.comment(f"@triton.autotune's key ({', '.join(k.autotune.key if k.autotune else ())}) "
-                  "suggests the bucket keys: a call runs the config tuned for the smallest "
-                  "bound at or above its value. Keep the keys your calls vary (often the "
-                  "tokens, M) and move the others to sizes.")  # fmt: skip
-        t.key("buckets", {n: BOUNDS for n in kinds.keys}, review=True,
-              note="the bounds your calls need")  # fmt: skip
-    else:
-        t.comment("No @triton.autotune key suggests bucket keys; add buckets = { NAME = "
-                  "[1, 16, 128, 1024] } to tune per range of an integer argument or call "
-                  "value.")  # fmt: skip
-    if kinds.sizes:
-        t.comment("Representative values of the other sizes (for the grid, inputs and tuning); "
-                  "a list is several values one bundle serves.")  # fmt: skip
-        t.key("sizes", {n: PLACEHOLDER for n in kinds.sizes})
-    nones = [p for p in kinds.pointers if p in usage_of(k).none_tested]
-    if nones:
-        t.comment(f"The kernel tests {', '.join(nones)} against None: if callers pass None, "
-                  "list it as optional (both forms are built and chosen per call).")  # fmt: skip
-        t.lines.append(f"# optional = {toml_value(nones)}")
-
-
-def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
-    for name, rule in kinds.rules.items():
-        if isinstance(rule, str):
-            t.lines.append(f"# {name} = {rule}, from @triton.heuristics (evaluated per call)")
-        else:
-            t.comment(f"{name} comes from a @triton.heuristics rule that cannot be translated: "
-                      f"{rule}. Give the expression that computes it per call.")  # fmt: skip
-            t.key(f"derived.{name}", PLACEHOLDER)
-    for name, value in kinds.defaults.items():
-        if name not in kinds.rules and name not in kinds.searched:
-            t.lines.append(f"# {name} = {_constexpr(value)}, its default (set it in fixed to "
-                           "launch another value)")  # fmt: skip
-    tuned = k.autotune
-    if kinds.autotuned and tuned is not None:
-        n = len(tuned.configs)
-        pruned = " pruned per bucket by its prune_configs_by," if tuned.early_config_prune or (
-            tuned.perf_model) else ""  # fmt: skip
-        kept = "".join(
-            f" {', '.join(names)} {how} around each timed launch ({key}),"
-            for names, how, key in ((tuned.reset_to_zero, "zeroed", "reset_to_zero"),
-                                    (tuned.restore_value, "restored", "restore_value"))
-            if names
-        )  # fmt: skip
-        what = ", ".join((*kinds.searched, "num_warps", "num_stages"))
-        t.comment(f"No [kernel.space]: @triton.autotune's {n} configs ({what}) are the search "
-                  f"space,{pruned}{kept} as the JIT would tune them.")  # fmt: skip
-        if kinds.unset:
-            t.comment("The configs do not set these constexprs: give their values.")
-            t.key("fixed", {n: PLACEHOLDER for n in kinds.unset})
-        return
-    if tuned is not None:
-        t.comment("@triton.autotune has a pre_hook or post_hook (host code aotc cannot run), so "
-                  "its configs cannot be the search space: give [kernel.space].")  # fmt: skip
-    _space(t, k, kinds)
-
-
-def _space(t: _Table, k: Shipped, kinds: _Kinds) -> None:
-    """A ``[kernel.space]`` skeleton: the constexprs nothing gives a value, with the values
-    autotune's configs list where it has some (and hooks that keep them from being the
-    space), and the launch options."""
-    listed: dict[str, list[Any]] = {}
-    for c in k.autotune.configs if k.autotune is not None else ():
-        for name, value in c.kwargs:
-            values = listed.setdefault(name, [])
-            if value not in values:
-                values.append(value)
-    t.lines.append("")
-    t.lines.append("[kernel.space]  # the search space: every combination is a candidate")
-    for name in kinds.unset:
-        if name in listed and all(type(x) in (int, bool, str) for x in listed[name]):
-            t.key(name, listed[name], review=True, note="from @triton.autotune's configs")
-            t.check[-1] = f"space.{name}"
-            continue
-        t.key(name, PLACEHOLDER)
-        t.lines[-1] += "  # no default: the values to search, or move it to fixed or derived"
-        t.fill[-1] = f"space.{name}"
-    t.key("num_warps", [4, 8], review=True, note="the warp counts to search")
-    t.key("num_stages", [3], review=True, note="the pipelining depths to search")
-    t.check[-2:] = ["space.num_warps", "space.num_stages"]
-
-
-def _constexpr(value: Any) -> str:
-    if value is None or isinstance(value, bool | int | float | str):
-        return toml_value(value) if value is not None else '"None"'
-    return repr(value)

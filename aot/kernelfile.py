@@ -59,6 +59,14 @@ def load_module(path: Path) -> ModuleType:
     return mod
 
 
+def load_function(ref: str) -> Any:
+    """The function a recipe names as ``"path.py:function"`` (the path absolute, or
+    relative to the current folder): its file imported once per process, as
+    ``load_module`` does."""
+    file, _, name = ref.rpartition(":")
+    return getattr(load_module(Path(file)), name)
+
+
 def _exited(path: Path, exc: SystemExit, printed: str) -> str:
     lines = printed.strip().splitlines()
     said = f"; it printed: {' / '.join(lines[-5:])}" if lines else ""

@@ -1,7 +1,7 @@
 """``aotc keygen``, ``aotc sign`` and ``aotc verify --key``: Ed25519 signatures of bundles.
 
 Signing is the last step of a build, after ``aotc merge`` and before ``aotc push``: it
-appends a signature trailer to the bundle (layout: loader/format.py) and changes nothing
+appends a signature trailer to the bundle (layout: loader/trailer.py) and changes nothing
 else, so the signed file is the unsigned one plus about 150 bytes, and signing it again
 with the same key gives the same bytes. The signature signs the bundle's header, which
 binds the manifest and through it every entry; loader/signature.py checks it, in
@@ -24,8 +24,9 @@ from typing import Any
 
 from loader import signature
 from loader.errors import BundleError, TrustedKeyError
-from loader.format import BundleFile, Signature, encode_trailer, signed_message, write_atomic
+from loader.format import BundleFile, write_atomic
 from loader.manifest import describe_shard
+from loader.trailer import Signature, encode_trailer, signed_message
 
 from .errors import BadBundle, UsageError
 

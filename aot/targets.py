@@ -2,11 +2,10 @@
 
 Figures are NVIDIA's published per-architecture limits (CUDA C Programming Guide,
 "Technical Specifications per Compute Capability") and product datasheets; peak rates
-are dense fp16/bf16 tensor-core TFLOP/s and memory bandwidth in GB/s; the H200's measured
-ceilings (790 TFLOP/s bf16 on random data, 4.3 TB/s device-to-device copy, both measured on
-the H200 this project is measured on) are what the tuning report compares
-against. An arch-only target
-(``sm_90``) uses its reference product's figures and matches any GPU of that arch.
+are dense fp16/bf16 tensor-core TFLOP/s and memory bandwidth in GB/s. Where a card's
+ceilings were measured (``measured_tflops``, ``measured_gbps``: the H200's, see
+benchmarks/RESULTS.md), the tuning report compares against those instead. An arch-only
+target (``sm_90``) uses its reference product's figures and matches any GPU of that arch.
 """
 
 from __future__ import annotations

@@ -60,26 +60,15 @@ def rows(k: loader.Kernel) -> dict[str, Callable[[], object]]:
     args = (Tensor(0x10000), Tensor(0x20000), 20, 256, 1, 2.0)
     raw = (0x10000, 0x20000, 20, 256, 1, 2.0)
     fp16 = {"T": "fp16"}
-    k(*args)  # teaches the fast path this signature
-    found = k._fast.lookup(args)
-    assert found is not None, "the fast path did not take the call"
-    launcher, values = found
-    untyped, typed = launcher._launch, launcher.source.device.drv.launch_raw
-    function, params = launcher._function_arg, launcher.params
+    path = k.host_path(*args)  # the call's pieces (loader/profile.py); teaches the fast path
     return {
-        "checked path: convert, _instance, select, launch": lambda: k._call_checked(
-            args, None, None
-        ),
+        "checked path: convert, binding, select, launch": path.checked,
         "raw pointers + dtypes= (checked path)": lambda: k(*raw, dtypes=fp16),
         "fast path: k(*tensors)": lambda: k(*args),
-        "  its lookup (signature, pointers, variant)": lambda: k._fast.lookup(args),
-        "  its Launcher.launch (pack, grid, C call)": lambda: launcher.launch(values, 0),
-        "  its C call alone (untyped ctypes)": lambda: untyped(
-            function, 1, 2, 1, 128, 1, 1, 1024, None, params, None
-        ),
-        "for comparison: the C call with argtypes": lambda: typed(
-            launcher.function, 1, 2, 1, 128, 1, 1, 1024, 0, params, None
-        ),
+        "  its lookup (signature, pointers, variant)": path.lookup,
+        "  its Launcher.launch (pack, grid, C call)": path.launch,
+        "  its C call alone (untyped ctypes)": path.driver_call,
+        "for comparison: the C call with argtypes": path.driver_call_typed,
     }
 
 

@@ -19,7 +19,6 @@ JIT with a warm cache.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import os
 import statistics
@@ -86,8 +85,9 @@ def per_call(bundle_path: str, n: int, repeats: int) -> dict[str, float]:
     raw = (x.data_ptr(), w.data_ptr(), out.data_ptr(), 1, 4096, 4096, 4096, 1e-6)
     meta = k.variant_for(*args).meta
     assert meta["BLOCK_N"] == 2048, meta
-    k(*args)
-    assert k._fast.lookup(args) is not None, "plain calls with these tensors miss the fast path"
+    # The call's pieces (loader/profile.py); it makes the call once, which teaches the fast
+    # path, and refuses arguments that would miss it.
+    host = k.host_path(*args)
 
     def triton_call() -> None:
         rmsnorm_kernel[(1,)](*args, BLOCK_N=2048, num_warps=8, num_stages=1)
@@ -98,8 +98,7 @@ def per_call(bundle_path: str, n: int, repeats: int) -> dict[str, float]:
     def aotc_raw() -> None:
         k(*raw, dtypes={"T": "fp16"})
 
-    def aotc_checked() -> None:
-        k._call_checked(args, None, None)
+    aotc_checked = host.checked
 
     results: dict[str, list[float]] = {}
     paths = (
@@ -135,33 +134,21 @@ def per_call(bundle_path: str, n: int, repeats: int) -> dict[str, float]:
     torch.cuda.synchronize()
     out_stats = {name: statistics.median(s) for name, s in results.items()}
     out_stats["gpu_kernel_us"] = start.elapsed_time(end) * 1000 / 100
-    out_stats.update(breakdown(k, args, n, repeats))
+    out_stats.update(breakdown(host, args, n, repeats))
     b.close()
     return out_stats
 
 
-def breakdown(k: Any, args: tuple[Any, ...], n: int, repeats: int) -> dict[str, float]:
-    """Where a fast-path call's host time goes: each piece timed alone, in a loop."""
+def breakdown(host: Any, args: tuple[Any, ...], n: int, repeats: int) -> dict[str, float]:
+    """Where a fast-path call's host time goes: each piece (loader/profile.py) timed alone,
+    in a loop."""
     import torch
 
-    launcher, values = k._fast.lookup(args)
-    handle = k._stream()
-    stream = ctypes.c_void_p(handle) if handle else None
-    gx, gy, gz = launcher.grid(*values)
-
-    def driver_only() -> None:  # the bare cuLaunchKernel, arguments prebuilt
-        launcher._launch(launcher._function_arg, gx, gy, gz, launcher.block, 1, 1,
-                         launcher.shared, stream, launcher.params, None)  # fmt: skip
-
-    def pack_and_grid() -> None:
-        launcher._buffer.pack(values)
-        launcher.grid(*values)
-
     pieces = {
-        "part_driver_call": driver_only,
-        "part_stream_query": k._stream,
-        "part_lookup": lambda: k._fast.lookup(args),
-        "part_pack_grid": pack_and_grid,
+        "part_driver_call": host.driver_call,  # the bare cuLaunchKernel, arguments prebuilt
+        "part_stream_query": host.stream,
+        "part_lookup": host.lookup,
+        "part_pack_grid": host.pack_grid,
         "part_tensor_attrs": lambda: [(a.data_ptr(), a.dtype, a.is_cuda) for a in args[:3]],
     }
     out = {}

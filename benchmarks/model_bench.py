@@ -128,7 +128,7 @@ def time_to_ready(
     return out
 
 
-def _samples_us(torch: Any, fns: dict[str, Any], reps: int) -> dict[str, list[float]]:
+def samples_us(torch: Any, fns: dict[str, Any], reps: int) -> dict[str, list[float]]:
     """``reps`` latencies (µs) of one call of each of ``fns`` from an idle GPU (``call_us``,
     as the build's selection times it). The functions take turns call by call, the order
     rotating (``interleaved``, as the build's selection does): at the large buckets the
@@ -213,7 +213,7 @@ def latencies(
                    "aotc_static": lambda: static(x)}  # noqa: B023 # fmt: skip
             if compile_at is None or (b, t) in compile_at:
                 fns["max_autotune"] = lambda: compiled(x)  # noqa: B023
-            got = _samples_us(torch, fns, reps)
+            got = samples_us(torch, fns, reps)
             us = {k: statistics.median(v) for k, v in got.items()}
             row = {"batch": b, "seq": t, "rel_err": err, "serves": bucket.serves,
                    "eager_us": us["eager"], "max_autotune_us": us.get("max_autotune", float("nan")),
@@ -309,7 +309,7 @@ def _verdicts(r: dict[str, Any]) -> list[str]:
     return out
 
 
-def _shape(text: str) -> tuple[int, int]:
+def shape_arg(text: str) -> tuple[int, int]:
     b, t = text.lower().split("x")
     return int(b), int(t)
 
@@ -318,18 +318,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--recipe", type=Path, default=ROOT / "recipes" / "layer.toml")
     p.add_argument("--bundle", type=Path, help="a bundle built from the recipe")
-    p.add_argument("--compile-at", type=_shape, nargs="+", default=[(1, 128), (8, 512)],
+    p.add_argument("--compile-at", type=shape_arg, nargs="+", default=[(1, 128), (8, 512)],
                    metavar="BxT", help="shapes at which torch.compile's time to ready for one "
                    "bucket is measured (default 1x128; 8x512, the issue's)")  # fmt: skip
     p.add_argument(
         "--latency-compile-at",
-        type=_shape,
+        type=shape_arg,
         nargs="+",
         metavar="BxT",
         help="buckets at which torch.compile max-autotune's latency is measured "
         "(default: every bucket; each costs one max-autotune compilation)",
     )
-    p.add_argument("--latency-at", type=_shape, nargs="+", metavar="BxT",
+    p.add_argument("--latency-at", type=shape_arg, nargs="+", metavar="BxT",
                    help="buckets whose latency is measured (default: every bucket)")  # fmt: skip
     p.add_argument("--reps", type=int, default=100)
     p.add_argument("--timeout", type=int, default=1800)

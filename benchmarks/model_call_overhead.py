@@ -22,13 +22,14 @@ import timeit
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_bench import _samples_us, _shape, layer_runner, paired_ratio, verdict
+from model_bench import layer_runner, paired_ratio, samples_us, shape_arg, verdict
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", type=Path, required=True, help="a bundle of recipes/layer.toml")
-    p.add_argument("shapes", type=_shape, nargs="+", metavar="BxT", help="batch x seq, e.g. 4x2048")
+    p.add_argument("shapes", type=shape_arg, nargs="+", metavar="BxT",
+                   help="batch x seq, e.g. 4x2048")  # fmt: skip
     p.add_argument("--reps", type=int, default=100)
     args = p.parse_args()
     torch, m, r = layer_runner(args.bundle)
@@ -36,8 +37,8 @@ def main() -> None:
         for b, t in args.shapes:
             x = torch.randn(b, t, 1024, device="cuda", dtype=torch.half)
             fns = {"module": lambda: m(x), "runner": lambda: r(x),  # noqa: B023
-                   "route+module": lambda: (r._route((x,)), m(x))}  # noqa: B023 # fmt: skip
-            got = _samples_us(torch, fns, args.reps)
+                   "route+module": lambda: (r.route((x,)), m(x))}  # noqa: B023 # fmt: skip
+            got = samples_us(torch, fns, args.reps)
             serves = r.bucket_for(r.sizes([x])).serves
             ci = paired_ratio(got["module"], got["runner"])  # > 1: the runner is faster
             print(json.dumps({"shape": f"{b}x{t}", "serves": serves,

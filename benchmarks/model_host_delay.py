@@ -11,7 +11,7 @@ paired per turn, with a 95% interval (model_bench.paired_ratio; below 1: slower)
 
   module2          the module again (a control: must be a tie)
   runner           loader.load_model's runner
-  eager_call       the loader's wrapper of the module (loader.model.eager_call)
+  eager_call       the loader's wrapper of the module (loader.model_load.eager_call)
   route+module     the runner's routing of the shapes, then the module
   lock+module      a threading.Lock held around the module
   spin2us, spin20us  the host busy for 2 or 20 µs, then the module
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_bench import _shape, layer_runner, paired_ratio, verdict
+from model_bench import layer_runner, paired_ratio, shape_arg, verdict
 
 
 def spin(seconds: float) -> None:
@@ -50,7 +50,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--bundle", type=Path, required=True, help="a bundle of recipes/layer.toml")
     p.add_argument(
-        "shapes", type=_shape, nargs="+", metavar="BxT", help="batch x seq, e.g. 32x2048"
+        "shapes", type=shape_arg, nargs="+", metavar="BxT", help="batch x seq, e.g. 32x2048"
     )
     p.add_argument("--reps", type=int, default=200)
     args = p.parse_args()
@@ -71,7 +71,7 @@ def main() -> None:
 def variants(torch: Any, m: Any, r: Any, x: Any) -> dict[str, Callable[[], float]]:
     """Each variant as a function timing one call of it (µs)."""
     from aot.model.select import call_us
-    from loader.model import eager_call
+    from loader.model_load import eager_call
 
     run, lock = eager_call(m), threading.Lock()
 
@@ -85,7 +85,7 @@ def variants(torch: Any, m: Any, r: Any, x: Any) -> dict[str, Callable[[], float
 
     fns = {
         "module": lambda: m(x), "module2": lambda: m(x), "runner": lambda: r(x),
-        "eager_call": lambda: run(x), "route+module": lambda: (r._route((x,)), m(x)),
+        "eager_call": lambda: run(x), "route+module": lambda: (r.route((x,)), m(x)),
         "lock+module": locked, "spin2us+module": lambda: (spin(2e-6), m(x)),
         "spin20us+module": lambda: (spin(20e-6), m(x)), "forward": lambda: m.forward(x),
         "inference_mode": inference,

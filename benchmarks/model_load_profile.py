@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 T0 = time.perf_counter()
 import torch  # noqa: E402
@@ -46,58 +47,15 @@ def main() -> None:
     t = time.perf_counter()
     runner = loader.load_model(args.bundle, m)
     t_open = time.perf_counter() - t
-    buckets = runner._buckets
-
-    loads: list[float] = []
     t = time.perf_counter()
-    if args.threads:
-        from concurrent.futures import ThreadPoolExecutor
-
-        def load(b: object) -> float:
-            s = time.perf_counter()
-            b.run = runner._callable(b)  # type: ignore[attr-defined]
-            return time.perf_counter() - s
-
-        with ThreadPoolExecutor(args.threads) as pool:
-            loads = list(pool.map(load, buckets))
-    else:
-        for i, b in enumerate(buckets):
-            s = time.perf_counter()
-            if i == 0 and args.profile:
-                import cProfile
-                import pstats
-
-                prof = cProfile.Profile()
-                b.run = prof.runcall(runner._callable, b)
-                with open(args.profile, "w") as f:
-                    pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
-            else:
-                b.run = runner._callable(b)
-            loads.append(time.perf_counter() - s)
+    loads = load_each(runner, args.threads, args.profile)
     t_loads = time.perf_counter() - t
-    captures = []
     with torch.no_grad():
-        for i, b in enumerate(buckets):
-            if not b.replays:  # served directly: nothing to capture
-                continue
-            s = time.perf_counter()
-            if i == 0 and args.profile and not args.threads:
-                import cProfile
-                import pstats
-
-                prof = cProfile.Profile()
-                prof.runcall(runner._capture, b)
-                torch.cuda.synchronize()
-                with open(f"{args.profile}.capture", "w") as f:
-                    pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
-            else:
-                runner._capture(b)
-            torch.cuda.synchronize()
-            captures.append(time.perf_counter() - s)
+        captures = capture_each(runner, None if args.threads else args.profile)
         firsts = []  # the first result of each bucket (a direct bucket's first run of its shape)
-        for b in buckets:
+        for i in range(len(runner.grid)):
             s = time.perf_counter()
-            runner(torch.randn(*b.bounds, 1024, device="cuda", dtype=torch.half))
+            runner(torch.randn(*runner.grid.bounds_of(i), 1024, device="cuda", dtype=torch.half))
             torch.cuda.synchronize()
             firsts.append(time.perf_counter() - s)
     ready = time.perf_counter() - T0
@@ -108,6 +66,61 @@ def main() -> None:
         "first_call_each_s": [round(x, 3) for x in firsts], "ready_s": ready,
         "gpu_mem_gib": torch.cuda.memory_reserved() / 2**30,
     }))  # fmt: skip
+
+
+def load_each(runner: Any, threads: int, profile: Path | None) -> list[float]:
+    """Seconds to load each bucket's artifact (``load_bucket``), by ``threads`` threads at
+    once if any, else one by one (the first under cProfile if ``profile``)."""
+
+    def load(index: int) -> float:
+        s = time.perf_counter()
+        runner.load_bucket(index)
+        return time.perf_counter() - s
+
+    indices = range(len(runner.grid))
+    if threads:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(load, indices))
+    loads = []
+    for i in indices:
+        if i == 0 and profile:
+            s = time.perf_counter()
+            profiled(profile, runner.load_bucket, i)
+            loads.append(time.perf_counter() - s)
+        else:
+            loads.append(load(i))
+    return loads
+
+
+def capture_each(runner: Any, profile: Path | None) -> list[float]:
+    """Seconds to capture each graph-served bucket's CUDA graph (``warmup`` of a bucket
+    already loaded), the first under cProfile if ``profile`` (written to PATH.capture)."""
+    captures = []
+    for i in range(len(runner.grid)):
+        sizes = runner.grid.named(i)
+        if not runner.bucket_for(sizes).replays:  # served directly: nothing to capture
+            continue
+        s = time.perf_counter()
+        if i == 0 and profile:
+            profiled(Path(f"{profile}.capture"), runner.warmup, **sizes)
+        else:
+            runner.warmup(**sizes)
+        torch.cuda.synchronize()
+        captures.append(time.perf_counter() - s)
+    return captures
+
+
+def profiled(path: Path, fn: Any, *args: Any, **kwargs: Any) -> None:
+    """``fn(*args, **kwargs)`` under cProfile; the top 40 by cumulative time to ``path``."""
+    import cProfile
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(fn, *args, **kwargs)
+    with open(path, "w") as f:
+        pstats.Stats(prof, stream=f).sort_stats("cumulative").print_stats(40)
 
 
 if __name__ == "__main__":

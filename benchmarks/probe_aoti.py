@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "recipes" / "models"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_bench import _shape  # noqa: E402  "BxT" on the command line
+from model_bench import shape_arg  # noqa: E402  "BxT" on the command line
 
 CHILD = r"""
 import ctypes, json, os, sys, time
@@ -100,7 +100,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     p.add_argument("--mode", default="default", choices=("default", "max-autotune"))
-    p.add_argument("--buckets", type=_shape, nargs="+", default=[(1, 128)], metavar="BxT")
+    p.add_argument("--buckets", type=shape_arg, nargs="+", default=[(1, 128)], metavar="BxT")
     p.add_argument("--small", action="store_true", help="d_model 64: a quick check")
     p.add_argument("--out", type=Path, help="keep the packages here (default: a temp dir)")
     p.add_argument("--gdb", action="store_true", help="also load under cuda-gdb: a backtrace")

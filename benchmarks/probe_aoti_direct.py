@@ -24,12 +24,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from model_bench import _shape, paired_ratio, verdict  # noqa: E402
+from model_bench import paired_ratio, shape_arg, verdict  # noqa: E402
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("shape", type=_shape, metavar="BxT", help="batch x seq, e.g. 32x2048")
+    p.add_argument("shape", type=shape_arg, metavar="BxT", help="batch x seq, e.g. 32x2048")
     p.add_argument("--mode", default="default", choices=("default", "max-autotune"))
     p.add_argument("--reps", type=int, default=100)
     args = p.parse_args()

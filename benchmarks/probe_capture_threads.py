@@ -28,9 +28,9 @@ def main() -> None:
     sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "gpu")]
     from test_model_gpu import serve_while_another_thread_allocates
 
-    import loader.model
+    import loader.model_load
 
-    loader.model.CAPTURE_MODE = args.mode
+    loader.model_load.CAPTURE_MODE = args.mode
     errors = serve_while_another_thread_allocates(args.bundle, args.rounds)
     print(json.dumps({"mode": args.mode, "rounds": args.rounds, "errors": len(errors),
                       "first": errors[:3]}))  # fmt: skip

@@ -97,7 +97,6 @@ def main() -> None:
     from aot.heuristic import rank
     from aot.plan import make_plan
     from aot.recipe import load
-    from aot.tune import strategies
 
     table = load_table(args.db)
     # The default strategy is replayed with the example recipe's real tuning settings.
@@ -111,46 +110,71 @@ def main() -> None:
             if key not in table:
                 continue
             t = table[key]
-            truth, best, sigma = t["truth"], t["best"], t["sigma"]  # type: ignore[index]
+            truth = t["truth"]  # type: ignore[index]
             ranked = [c for c in rank(inst, bucket) if c.id in truth]
             row: dict[str, object] = {"kernel": inst.kernel.name, "M": bucket[0],
-                                      "configs": len(ranked), "sigma": sigma}  # fmt: skip
-            for name in ("grid", "random", "bayes", "model"):
-                if name not in args.strategies:
-                    row[name] = row[name + "_p90"] = float("nan")
-                    continue
-                seeds = args.bayes_seeds if name == "bayes" else args.seeds
-                limit = min(150, len(ranked))
-                ns = []
-                for seed in range(seeds):
-                    rng = random.Random(1000 + seed)
-                    s = strategies.make(name, ranked, budget=len(ranked), patience=len(ranked),
-                                        seed=seed)  # fmt: skip
-                    n, _ = replay(s, truth, sigma, rng, best, limit)
-                    ns.append(n if n is not None else limit + 1)
-                row[name] = statistics.median(ns)
-                row[name + "_p90"] = sorted(ns)[int(0.9 * (len(ns) - 1))]
-            ts = defaults[inst.kernel.name]
-            for mode, warm in (("cold", []), ("warm", prev_top)):
-                used, within3, within5 = [], 0, 0
-                for seed in range(args.seeds):
-                    rng = random.Random(2000 + seed)
-                    patience = min(ts.patience, ts.warm_patience) if warm else ts.patience
-                    s = strategies.make(ts.strategy, ranked, budget=ts.budget,
-                                        patience=patience, seed=seed, warm=warm)  # fmt: skip
-                    _, seen = replay(s, truth, sigma, rng, best, ts.budget)
-                    pick = finalize(seen, truth, sigma, rng, ts.finalists, ts.rounds)
-                    used.append(len(seen))
-                    within3 += truth[pick.id] <= best * 1.03
-                    within5 += truth[pick.id] <= best * 1.05
-                row[f"default_{mode}_used"] = statistics.median(used)
-                row[f"default_{mode}_within3"] = within3 / args.seeds
-                row[f"default_{mode}_within5"] = within5 / args.seeds
+                                      "configs": len(ranked), "sigma": t["sigma"]}  # fmt: skip
+            row.update(strategy_rows(args, ranked, t))
+            row.update(default_rows(args, defaults[inst.kernel.name], ranked, t, prev_top))
             prev_top = sorted(ranked, key=lambda c: truth[c.id])[:3]
             results.append(row)
             print(f"{row['kernel']} M={row['M']} done", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
+    print_table(results)
+
+
+def strategy_rows(args, ranked, t) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Per search strategy, the median (and p90) number of benchmarks over seeds to get
+    within 3% of the best."""
+    from aot.tune import strategies
+
+    truth, best, sigma = t["truth"], t["best"], t["sigma"]
+    row: dict[str, object] = {}
+    for name in ("grid", "random", "bayes", "model"):
+        if name not in args.strategies:
+            row[name] = row[name + "_p90"] = float("nan")
+            continue
+        seeds = args.bayes_seeds if name == "bayes" else args.seeds
+        limit = min(150, len(ranked))
+        ns = []
+        for seed in range(seeds):
+            rng = random.Random(1000 + seed)
+            s = strategies.make(name, ranked, budget=len(ranked), patience=len(ranked),
+                                seed=seed)  # fmt: skip
+            n, _ = replay(s, truth, sigma, rng, best, limit)
+            ns.append(n if n is not None else limit + 1)
+        row[name] = statistics.median(ns)
+        row[name + "_p90"] = sorted(ns)[int(0.9 * (len(ns) - 1))]
+    return row
+
+
+def default_rows(args, ts, ranked, t, prev_top) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """The recipe's own tuning settings, cold and warm-started from the previous bucket's
+    top three: benchmarks used, and how often the pick is within 3% and 5% of the best."""
+    from aot.tune import strategies
+
+    truth, best, sigma = t["truth"], t["best"], t["sigma"]
+    row: dict[str, object] = {}
+    for mode, warm in (("cold", []), ("warm", prev_top)):
+        used, within3, within5 = [], 0, 0
+        for seed in range(args.seeds):
+            rng = random.Random(2000 + seed)
+            patience = min(ts.patience, ts.warm_patience) if warm else ts.patience
+            s = strategies.make(ts.strategy, ranked, budget=ts.budget,
+                                patience=patience, seed=seed, warm=warm)  # fmt: skip
+            _, seen = replay(s, truth, sigma, rng, best, ts.budget)
+            pick = finalize(seen, truth, sigma, rng, ts.finalists, ts.rounds)
+            used.append(len(seen))
+            within3 += truth[pick.id] <= best * 1.03
+            within5 += truth[pick.id] <= best * 1.05
+        row[f"default_{mode}_used"] = statistics.median(used)
+        row[f"default_{mode}_within3"] = within3 / args.seeds
+        row[f"default_{mode}_within5"] = within5 / args.seeds
+    return row
+
+
+def print_table(results) -> None:  # type: ignore[no-untyped-def]
     print("\nbenchmarks to get within 3% of the re-measured exhaustive best "
           "(median over seeds; p90 in brackets)")  # fmt: skip
     print(

@@ -68,9 +68,9 @@ def main() -> None:
 
 
 def _fn(ref: str):  # type: ignore[no-untyped-def]
-    from aot.tune.worker import _load
+    from aot.kernelfile import load_function
 
-    return _load(ref)
+    return load_function(ref)
 
 
 def _median(xs: list[float]) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .errors import ArgumentError
@@ -34,6 +35,13 @@ _TORCH_DTYPES = {
 # Our element types by torch's attribute names (torch.bfloat16 is "bfloat16"): how the
 # loader allocates a torch tensor of a given element type without importing torch itself.
 TORCH_NAMES = {ours: name.removeprefix("torch.") for name, ours in _TORCH_DTYPES.items()}
+# Bytes per element of each element type (the pipelines' buffers).
+ITEMSIZE = {
+    "i1": 1, "i8": 1, "u8": 1, "fp8e4nv": 1, "fp8e5": 1,
+    "i16": 2, "u16": 2, "fp16": 2, "bf16": 2,
+    "i32": 4, "u32": 4, "fp32": 4,
+    "i64": 8, "u64": 8, "fp64": 8,
+}  # fmt: skip
 
 
 def element_type(dtype: Any) -> str | None:
@@ -164,3 +172,21 @@ def stream_handle(stream: Any) -> int:
         f"stream: expected an int handle, a torch.cuda.Stream or an object with "
         f"__cuda_stream__, got {type(stream).__name__}"
     )
+
+
+def shape_of(obj: Any) -> tuple[int, ...] | None:
+    """A tensor's shape (torch's, or ``__cuda_array_interface__``'s), None if it has none."""
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        cai = getattr(obj, "__cuda_array_interface__", None)
+        shape = cai.get("shape") if isinstance(cai, dict) else None
+    return None if shape is None else tuple(int(s) for s in shape)
+
+
+def is_contiguous(obj: Any) -> bool:
+    """Whether a tensor is row-major and dense (an array interface without strides is)."""
+    method: Callable[[], bool] | None = getattr(obj, "is_contiguous", None)
+    if method is not None:
+        return bool(method())
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    return not isinstance(cai, dict) or cai.get("strides") is None

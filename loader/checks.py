@@ -215,7 +215,7 @@ _MAX_CHECKED_BUCKETS = 4096
 def check_pipeline_sizes(p: PipelineSpec) -> None:
     """Every tensor's size is a non-negative integer at every bucket, within reason: the
     loader computes them when it captures a bucket, and allocates that much."""
-    from .pipeline import ITEMSIZE
+    from .args import ITEMSIZE
 
     if math.prod(len(b) for b in p.buckets) > _MAX_CHECKED_BUCKETS:
         raise ValueError(f"more than {_MAX_CHECKED_BUCKETS} buckets")

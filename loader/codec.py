@@ -33,6 +33,7 @@ decoding costs little more than the checks themselves.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import types
 import typing
@@ -516,3 +517,14 @@ def check_json(raw: Any, path: Path, limit: int | None = None) -> None:
                 raise DecodeError(path, " holds a string that is not valid Unicode")
         elif not (x is None or isinstance(x, bool | int)):
             raise DecodeError(path, f" holds {type(x).__name__}, not a JSON value")
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The one byte form of a JSON value: sorted keys, no spaces, ASCII (the manifest's and
+    the signature trailer's)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def no_constant(name: str) -> Any:
+    """``json.loads``'s ``parse_constant``: NaN and Infinity are not JSON numbers."""
+    raise ValueError(f"{name} is not a JSON number")

@@ -1,8 +1,8 @@
 """The per-call host path, precomputed: what a kernel call costs when nothing is unusual.
 
-``Kernel.__call__`` (bundle.py) first asks ``FastPath.lookup`` for a launcher and the call's
+``Kernel.__call__`` (kernel.py) first asks ``FastPath.lookup`` for a launcher and the call's
 values. A call whose arguments have the same *signature* (the dtype and is_cuda of every
-tensor, the type of every scalar) as an earlier call that the checked path in bundle.py
+tensor, the type of every scalar) as an earlier call that the checked path in kernel.py
 accepted is answered by one function generated for the kernel's parameter list: it
 unpacks the arguments, looks the signature up in a dict (which yields the dtype instance's
 variant table), reads the data pointers, picks the bucket with ``bisect`` (the kernel's
@@ -19,8 +19,9 @@ which launches or raises the clear error, and teaches ``FastPath`` the signature
 accepted. Only accepted signatures are remembered, so a bad call never poisons the cache.
 
 The generated functions are built from argument positions (integers) and fixed names
-only, never from manifest or user text: unrolled Python is several times faster here than
-the same work through ``map``/``operator`` helpers (measured by benchmarks/host_path_cpu.py).
+only, never from manifest or user text: unrolled Python costs less here than the same work
+through ``map``/``operator`` helpers (benchmarks/host_path_cpu.py measures this path; see
+benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .buckets import BucketGrid
-    from .bundle import Launcher
+    from .launch import Launcher
     from .manifest import CallValue, Param
 
 Values = tuple[Any, ...]

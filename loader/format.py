@@ -23,18 +23,7 @@ and a loader decompresses only the entries it uses.
 Builds are reproducible: no timestamps, sorted keys and entries, a fixed compression level
 and single-threaded zstd give byte-identical files for identical inputs.
 
-The signature is a trailer so that a signed bundle stays one file that every reader opens
-as before, and an unsigned bundle keeps today's bytes: a signature can be added after the
-build (and after ``aotc merge``), by another job holding the key, without re-encoding
-anything. It signs ``signed_message``: a domain string, the 52-byte header (magic,
-version, manifest length and the manifest's sha256), the algorithm and the key id. The
-manifest's sha256 binds the manifest, which binds every entry's offset, size and hashes,
-so the signature covers everything the loader trusts; the trailer itself is not signed
-but is parsed strictly (exact magic and length, canonical JSON of exactly these three
-keys, canonical base64), so that a file has one signed form per key and any other
-trailing bytes are refused. Ed25519 is deterministic: signing again with the same key
-gives the same bytes. Parsing the trailer needs no cryptography; checking the signature
-against trusted keys is loader/signature.py.
+The signature trailer's rationale and strict form: loader/trailer.py.
 
 ``BundleFile`` is the archive layer: the one place that opens a bundle, checks its header,
 manifest and (on demand) entry hashes, and decodes the typed manifest. It needs no GPU,
@@ -48,12 +37,9 @@ and every failure is a ``BundleError``. Untrusted bytes meet these limits first:
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import os
-import re
 import struct
 import tempfile
 from collections.abc import Mapping
@@ -62,9 +48,45 @@ from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
 from . import codec
-from .codec import Range
+from .codec import Range, canonical_json, no_constant
 from .errors import BundleError
 from .manifest import Manifest, ManifestError
+from .trailer import (
+    MAX_TRAILER,
+    SIG_ALG,
+    SIG_MAGIC,
+    Signature,
+    encode_trailer,
+    parse_trailer,
+    read_trailer,
+    signed_message,
+)
+
+# The trailer's names and canonical_json are imported from here too (aot, tests).
+__all__ = [
+    "FORMAT_VERSION",
+    "HEADER_SIZE",
+    "MAGIC",
+    "MAX_DEPTH",
+    "MAX_ENTRY_SIZE",
+    "MAX_MANIFEST",
+    "MAX_TRAILER",
+    "SIG_ALG",
+    "SIG_MAGIC",
+    "ZSTD_LEVEL",
+    "BundleFile",
+    "Entry",
+    "Signature",
+    "canonical_json",
+    "decompress",
+    "encode",
+    "encode_trailer",
+    "parse_manifest",
+    "parse_trailer",
+    "sha256",
+    "signed_message",
+    "write_atomic",
+]
 
 MAGIC = b"AOTC\x00\r\n\x1a"
 FORMAT_VERSION = 1
@@ -78,19 +100,8 @@ MAX_MANIFEST = 256 * 1024 * 1024
 MAX_DEPTH = codec.MAX_DEPTH
 # The largest entry, decompressed. Cubins are kilobytes and model artifacts megabytes.
 MAX_ENTRY_SIZE = 1 << 30
-SIG_MAGIC = b"AOTCSIG1"
-_TRAILER_HEAD = struct.Struct("<8sI")
-# Ours is about 130 bytes; a larger trailer is not a signature.
-MAX_TRAILER = 1024
-SIG_ALG = "ed25519"
-_SIG_DOMAIN = b"aotc-bundle-signature-v1\x00"
-_KEY_ID = re.compile(r"[0-9a-f]{16}")
 _MIN_WINDOW = 1 << 10  # zstd's smallest window
 _CHUNK = 1 << 20  # how much of a frame of undeclared size is read at a time
-
-
-def canonical_json(obj: Any) -> bytes:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def sha256(data: bytes) -> str:
@@ -142,62 +153,6 @@ def encode(manifest: Mapping[str, Any], payloads: Mapping[str, bytes]) -> bytes:
     body = canonical_json({**manifest, "entries": entries, "payload_size": offset})
     header = _HEADER.pack(MAGIC, FORMAT_VERSION, len(body), hashlib.sha256(body).digest())
     return b"".join([header, body, *blobs])
-
-
-@dataclass(frozen=True)
-class Signature:
-    """A bundle's signature trailer, parsed (not checked: see loader/signature.py)."""
-
-    key_id: str  # the first 16 hex digits of the sha256 of the raw public key
-    sig: bytes  # 64 bytes
-    alg: str = SIG_ALG
-
-
-def signed_message(header: bytes, key_id: str, alg: str = SIG_ALG) -> bytes:
-    """What a signature signs: the domain string (so that no other use of the key can be
-    replayed as a bundle signature), the bundle's header (which binds the manifest and,
-    through it, every entry), the algorithm and the key id."""
-    return b"".join([_SIG_DOMAIN, header, alg.encode(), b"\x00", key_id.encode()])
-
-
-def encode_trailer(signature: Signature) -> bytes:
-    body = canonical_json({"alg": signature.alg, "key_id": signature.key_id,
-                           "sig": base64.b64encode(signature.sig).decode()})  # fmt: skip
-    return _TRAILER_HEAD.pack(SIG_MAGIC, len(body)) + body
-
-
-def parse_trailer(data: bytes, where: str) -> Signature:
-    """The signature in ``data``, all the bytes after the payload region; anything but one
-    well-formed trailer is refused."""
-    if len(data) < _TRAILER_HEAD.size or not data.startswith(SIG_MAGIC):
-        raise BundleError(f"{where}: {len(data)} unexpected trailing bytes (not a signature)")
-    _, length = _TRAILER_HEAD.unpack_from(data)
-    body = data[_TRAILER_HEAD.size :]
-    if length != len(body):
-        raise BundleError(f"{where}: signature trailer declares {length} bytes, {len(body)} "
-                          "follow: the file was modified")  # fmt: skip
-    bad = f"{where}: signature trailer is malformed"
-    try:
-        doc = json.loads(body.decode("ascii"), parse_constant=_no_constant)
-    except (ValueError, RecursionError):  # also UnicodeDecodeError
-        raise BundleError(f"{bad} (not JSON)") from None
-    if not isinstance(doc, dict) or sorted(doc) != ["alg", "key_id", "sig"]:
-        raise BundleError(f"{bad}: expected the keys alg, key_id and sig")
-    alg, key_id, text = doc["alg"], doc["key_id"], doc["sig"]
-    if alg != SIG_ALG:
-        raise BundleError(f"{bad}: algorithm {alg!r}; this aotc checks {SIG_ALG!r} signatures")
-    if not isinstance(key_id, str) or not _KEY_ID.fullmatch(key_id):
-        raise BundleError(f"{bad}: key_id is not 16 lowercase hex digits")
-    try:
-        sig = base64.b64decode(text, validate=True) if isinstance(text, str) else b""
-    except binascii.Error:
-        sig = b""
-    if len(sig) != 64 or base64.b64encode(sig).decode() != text:
-        raise BundleError(f"{bad}: sig is not the base64 of a 64-byte {SIG_ALG} signature")
-    signature = Signature(key_id, sig, alg)
-    if encode_trailer(signature) != data:
-        raise BundleError(f"{bad}: its JSON is not in canonical form")
-    return signature
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> None:
@@ -293,18 +248,11 @@ class BundleFile:
                 f"{where}: truncated: {actual} bytes, expected {expected}; re-download it"
             )
         self.payload_end = expected
-        self.signature = self._read_trailer(expected, actual, where)
+        self.signature = read_trailer(self._f.fileno(), expected, actual, where)
         for e in layout.entries.values():
             if e.offset + e.size > layout.payload_size:
                 raise BundleError(f"{where}: entry {e.name!r} lies outside the payload region")
         return manifest, dict(layout.entries), payload_start
-
-    def _read_trailer(self, start: int, end: int, where: str) -> Signature | None:
-        if end == start:
-            return None
-        if end - start > _TRAILER_HEAD.size + MAX_TRAILER:
-            raise BundleError(f"{where}: {end - start} unexpected trailing bytes (not a signature)")
-        return parse_trailer(os.pread(self._f.fileno(), end - start, start), where)
 
     def unsigned_bytes(self) -> bytes:
         """The file without its signature trailer: the bytes a signature is made for."""
@@ -349,7 +297,7 @@ def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
     """The manifest's JSON: UTF-8, an object nested at most MAX_DEPTH levels. (Values are
     checked by the codec, which names the field.)"""
     try:
-        manifest = json.loads(body.decode("utf-8"), parse_constant=_no_constant)
+        manifest = json.loads(body.decode("utf-8"), parse_constant=no_constant)
     except RecursionError:
         raise BundleError(f"{where}: manifest is nested too deeply to be ours") from None
     except ValueError as exc:  # also UnicodeDecodeError
@@ -359,10 +307,6 @@ def parse_manifest(body: bytes, where: str) -> dict[str, Any]:
     if codec.too_deep(manifest, MAX_DEPTH):
         raise BundleError(f"{where}: manifest is nested more than {MAX_DEPTH} levels deep")
     return manifest
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
 
 
 def _decode(manifest: Mapping[str, Any], entries: Mapping[str, Entry], where: str) -> Manifest:

@@ -27,7 +27,8 @@ from .errors import CudaError
 from .fastcall import ParamBuffer
 
 if TYPE_CHECKING:
-    from .bundle import Device, Launcher
+    from .device import Device
+    from .launch import Launcher
 
 _ALIGN = 256  # what cuMemAlloc guarantees; every buffer in an arena starts on it
 # A step at one bucket: its launcher, its argument values, and which of those values are

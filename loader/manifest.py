@@ -9,76 +9,108 @@ lack are the fields' defaults, declared once here; integer fields carry their ra
 Decoding also runs each class's ``_validate``: the checks that span fields (a choice's
 variants exist, a grid parses, every name the loader will look up is there), so that a
 manifest that decodes is one the loader can open and call without surprises.
+
+The records live in three modules, all importable from here: the vocabulary (types,
+ranges, the base class: loader/manifest_types.py), the model records
+(loader/manifest_model.py), and below, kernels, pipelines, the build record and the
+manifest itself.
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Self
+from typing import Any
 
 from . import codec
-from .codec import Range
-from .errors import BundleError
+from .manifest_model import (
+    MODEL_BACKENDS,
+    MODEL_DEVICES,
+    MODEL_DTYPES,
+    MODEL_IMPLS,
+    ModelArtifacts,
+    ModelBucket,
+    ModelInput,
+    ModelSpec,
+    ModelWeight,
+    serving_label,
+)
+from .manifest_types import (
+    ASSUMPTIONS,
+    ELEMENT_TYPES,
+    GIVEN,
+    GRID_BUILTINS,
+    INT_TYPES,
+    NONE,
+    PARAM_SCALAR_TYPES,
+    SCALAR_TYPES,
+    TRITON_SCRATCH_ARGS,
+    Coded,
+    Constexpr,
+    Count,
+    Dim,
+    Int,
+    ManifestError,
+    Scratch,
+    Small,
+    Warps,
+    check_bounds,
+)
 
-SCALAR_TYPES = frozenset(
-    {"i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64", "fp16", "bf16", "fp32",
-     "fp64"}
-)  # fmt: skip
-INT_TYPES = frozenset({"i1", "i8", "i16", "i32", "i64", "u1", "u8", "u16", "u32", "u64"})
-# Scalar parameter types a kernel may take (the loader packs these; fp16/bf16 scalars are
-# passed as fp32, as the recipe's checker says).
-PARAM_SCALAR_TYPES = INT_TYPES | {"fp32", "fp64"}
-ELEMENT_TYPES = frozenset(
-    {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "fp8e4nv", "fp8e5", "fp16",
-     "bf16", "fp32", "fp64"}
-)  # fmt: skip
-# Triton 3.6 appends two pointers to every kernel: global scratch and profile scratch.
-TRITON_SCRATCH_ARGS = 2
-# Triton's specializations: a pointer/int divisible by 16, or an int equal to 1 (which
-# Triton turns into a compile-time constant and drops from the parameter list).
-ASSUMPTIONS = (16, 1)
-# A kernel's grid may read this besides its integer arguments and meta-parameters.
-GRID_BUILTINS = ("NUM_SMS",)
-
-# Integer ranges. Counts and sizes are non-negative and far below what a real bundle holds;
-# ``Int`` is any value an i64 argument can take.
-Int = Annotated[int, Range(-(2**63), 2**63 - 1)]
-Count = Annotated[int, Range(0, 2**31 - 1)]
-Small = Annotated[int, Range(0, 2**16)]
-Warps = Annotated[int, Range(1, 32)]  # 32 warps = 1024 threads, CUDA's block limit
-Scratch = Annotated[int, Range(0, 16)]
-Dim = Annotated[int, Range(0, 2**62)]
-# A constexpr's value: Triton takes integers, floats, booleans, strings, None, and dtypes
-# (written "tl.bfloat16").
-Constexpr = Int | float | bool | str | None
-# A binding's value for an optional pointer (``KernelSpec.optional``): passed, or None.
-GIVEN, NONE = "given", "none"
-
-
-class ManifestError(BundleError):
-    pass
-
-
-class _Coded:
-    """``to_json``/``from_json`` for every manifest class, through the generic codec."""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = codec.encode(self)
-        return out
-
-    @classmethod
-    def from_json(cls, obj: Any, where: str = "") -> Self:
-        try:
-            return codec.decode(cls, obj, where)
-        except codec.DecodeError as exc:
-            raise ManifestError(f"manifest: {exc}") from None
+# Every record and table of the manifest, those of manifest_types.py and
+# manifest_model.py included: import them from here.
+__all__ = [
+    "ASSUMPTIONS",
+    "ELEMENT_TYPES",
+    "GIVEN",
+    "GRID_BUILTINS",
+    "INT_TYPES",
+    "MODEL_BACKENDS",
+    "MODEL_DEVICES",
+    "MODEL_DTYPES",
+    "MODEL_IMPLS",
+    "NONE",
+    "PARAM_SCALAR_TYPES",
+    "ROLES",
+    "SCALAR_TYPES",
+    "TRITON_SCRATCH_ARGS",
+    "BuildRecord",
+    "CallValue",
+    "ChoiceSpec",
+    "Coded",
+    "Constexpr",
+    "Count",
+    "Derived",
+    "Dim",
+    "Failure",
+    "InstanceSpec",
+    "Int",
+    "KernelSpec",
+    "Manifest",
+    "ManifestError",
+    "ModelArtifacts",
+    "ModelBucket",
+    "ModelInput",
+    "ModelSpec",
+    "ModelWeight",
+    "Param",
+    "PipelineSpec",
+    "PipelineStep",
+    "PipelineTensor",
+    "Scratch",
+    "ShardRecord",
+    "Small",
+    "Target",
+    "VariantSpec",
+    "Warps",
+    "check_bounds",
+    "describe_shard",
+    "serving_label",
+]
 
 
 @dataclass(frozen=True)
-class Param(_Coded):
+class Param(Coded):
     """A runtime argument, in call order. ``type`` is Triton's: ``*fp16``, ``i32``, ``*T``."""
 
     name: str
@@ -90,7 +122,7 @@ class Param(_Coded):
 
 
 @dataclass(frozen=True)
-class Target(_Coded):
+class Target(Coded):
     """A build target. ``device_names`` match the running GPU's name (empty: arch only)."""
 
     name: str
@@ -101,7 +133,7 @@ class Target(_Coded):
 
 
 @dataclass(frozen=True)
-class VariantSpec(_Coded):
+class VariantSpec(Coded):
     """One compiled cubin: a config under one set of specialization assumptions."""
 
     id: str
@@ -128,7 +160,7 @@ class VariantSpec(_Coded):
 
 
 @dataclass(frozen=True)
-class ChoiceSpec(_Coded):
+class ChoiceSpec(Coded):
     """The selection for one bucket: which variants serve it (most specialized first)."""
 
     bucket: tuple[Int, ...]
@@ -139,7 +171,7 @@ class ChoiceSpec(_Coded):
 
 
 @dataclass(frozen=True)
-class InstanceSpec(_Coded):
+class InstanceSpec(Coded):
     """A kernel for one target and one binding of its dtype variables (and of its optional
     pointers, each to GIVEN or NONE)."""
 
@@ -155,7 +187,7 @@ class InstanceSpec(_Coded):
 
 
 @dataclass(frozen=True)
-class Derived(_Coded):
+class Derived(Coded):
     """A constexpr computed per call from the call's values (a ``@triton.heuristics`` rule
     or a recipe's ``derived``): a variant serves a call only if its value matches."""
 
@@ -164,7 +196,7 @@ class Derived(_Coded):
 
 
 @dataclass(frozen=True)
-class CallValue(_Coded):
+class CallValue(Coded):
     """A launch value that is not a kernel argument: passed by keyword, or (with ``arg``)
     dimension ``dim`` of that argument's shape unless passed."""
 
@@ -178,7 +210,7 @@ _OMIT = codec.spec(omit_default=True)
 
 
 @dataclass(frozen=True)
-class KernelSpec(_Coded):
+class KernelSpec(Coded):
     name: str
     params: tuple[Param, ...]
     dtype_vars: Mapping[str, tuple[str, ...]]
@@ -220,7 +252,7 @@ ROLES = ("input", "output", "weight", "scratch")
 
 
 @dataclass(frozen=True)
-class PipelineTensor(_Coded):
+class PipelineTensor(Coded):
     """A tensor of a pipeline. ``shape`` holds integer expressions over the pipeline's
     dimensions (``"M"``, ``"4096"``); row-major and contiguous. ``role``: one of ROLES."""
 
@@ -235,7 +267,7 @@ class PipelineTensor(_Coded):
 
 
 @dataclass(frozen=True)
-class PipelineStep(_Coded):
+class PipelineStep(Coded):
     """One kernel call. ``args`` follow the kernel's params: a tensor name for a pointer,
     an integer expression over the pipeline's dimensions for an integer, a number for a
     float."""
@@ -245,7 +277,7 @@ class PipelineStep(_Coded):
 
 
 @dataclass(frozen=True)
-class PipelineSpec(_Coded):
+class PipelineSpec(Coded):
     """A named sequence of kernel calls over named tensors, captured by the loader as one
     CUDA graph per bucket of ``dims`` (see loader/pipeline.py)."""
 
@@ -269,18 +301,9 @@ class PipelineSpec(_Coded):
         raise KeyError(name)
 
 
-def check_bounds(dims: tuple[str, ...], buckets: tuple[tuple[int, ...], ...]) -> None:
-    """One non-empty, strictly ascending list of bucket bounds per dimension."""
-    if len(dims) != len(buckets) or len(set(dims)) != len(dims):
-        raise ValueError("one list of bucket bounds per dimension")
-    for d, b in zip(dims, buckets, strict=True):
-        if not b or any(x >= y for x, y in itertools.pairwise(b)):
-            raise ValueError(f"the bucket bounds of {d!r} must be a non-empty ascending list")
-
-
 # build.*: what the builder records beside the product, read by inspect and merge.
 @dataclass(frozen=True)
-class Failure(_Coded):
+class Failure(Coded):
     """A variant that failed to compile or fit (``build.failed``)."""
 
     kernel: str
@@ -292,7 +315,7 @@ class Failure(_Coded):
 
 
 @dataclass(frozen=True)
-class ShardRecord(_Coded):
+class ShardRecord(Coded):
     """The slice a partial bundle holds (``build.shard``)."""
 
     index: Count = 1
@@ -303,13 +326,13 @@ class ShardRecord(_Coded):
 
 
 @dataclass(frozen=True)
-class BuildRecord(_Coded):
+class BuildRecord(Coded):
     failed: tuple[Failure, ...] = ()
     shard: ShardRecord | None = None
 
 
 @dataclass(frozen=True)
-class Manifest(_Coded):
+class Manifest(Coded):
     name: str = field(metadata=codec.spec(key=("bundle", "name")))
     version: str = field(metadata=codec.spec(key=("bundle", "version")))
     provenance: Mapping[str, Any]
@@ -364,138 +387,3 @@ def describe_shard(shard: Mapping[str, Any]) -> str:
         " of ".join(parts or ["slice"])
         + f": {shard.get('instances', '?')} of {shard.get('of', '?')} instances"
     )
-
-
-# --- model mode (issue 5): an nn.Module compiled per bucket by TorchInductor -------------
-
-MODEL_DTYPES = ("fp16", "bf16", "fp32", "fp64")
-MODEL_DEVICES = ("cuda", "cpu")
-# "inductor": a torch._inductor CompiledArtifact per bucket, called with the weights first;
-# "aoti": an AOTInductor package (.pt2, a shared library) per bucket, weights bound by name.
-MODEL_BACKENDS = ("inductor", "aoti")
-# How a bucket is served: its compiled artifact, or the service's own module (eager
-# PyTorch, replayed as a CUDA graph) where the build measured that faster.
-MODEL_IMPLS = ("compiled", "eager")
-
-
-def serving_label(impl: str, graph: bool, mode: str = "") -> str:
-    """How a model bucket is served, as the build's report, ``aotc inspect`` and the loader
-    name it: "compiled graph", "eager graph", "eager direct"; with the Inductor mode when
-    the recipe compiled several: "compiled default direct"."""
-    return " ".join(w for w in (impl, mode, "graph" if graph else "direct") if w)
-
-
-@dataclass(frozen=True)
-class ModelInput(_Coded):
-    """One positional argument of ``forward``: a tensor of ``dtype`` and a symbolic shape
-    (``["batch", "seq", 1024]``)."""
-
-    name: str
-    dtype: str
-    shape: tuple[str | Dim, ...]
-
-    def _validate(self) -> None:
-        if self.dtype not in MODEL_DTYPES:
-            raise ValueError(f"dtype {self.dtype!r} is not one of {MODEL_DTYPES}")
-
-
-@dataclass(frozen=True)
-class ModelWeight(_Coded):
-    """A parameter or buffer the compiled graph takes as an input, bound at load from the
-    service's own module by ``name`` (its ``named_parameters``/``named_buffers`` name)."""
-
-    name: str
-    kind: str  # "parameter" or "buffer"
-    dtype: str
-    shape: tuple[Dim, ...]
-    stride: tuple[Dim, ...]
-
-    def _validate(self) -> None:
-        if len(self.shape) != len(self.stride):
-            raise ValueError("shape and stride must be integer lists of one length")
-        if self.kind not in ("parameter", "buffer"):
-            raise ValueError("kind must be 'parameter' or 'buffer'")
-
-
-@dataclass(frozen=True)
-class ModelBucket(_Coded):
-    """One bucket: ``bucket`` holds one upper bound per dimension. ``impl`` says what serves
-    it (MODEL_IMPLS): ``compiled``, the artifact in ``entry``; ``eager``, the service's
-    module itself (no artifact; ``entry`` is empty). ``graph``: on CUDA, replayed from a
-    CUDA graph captured once, or (false) called directly. ``mode``: the Inductor mode that
-    compiled the artifact, when the recipe compiled several (else empty). The build chose
-    what measured fastest on its GPU (``metrics["timed_us"]`` holds every time)."""
-
-    bucket: tuple[Count, ...]
-    entry: str
-    metrics: Mapping[str, Any] = field(default_factory=dict)
-    impl: str = "compiled"  # bundles from before eager buckets existed
-    graph: bool = True  # bundles from before direct buckets: all graphs
-    mode: str = field(
-        default="", metadata=codec.spec(omit_default=True, note="only a compiled bucket has one")
-    )
-
-    def _validate(self) -> None:
-        if self.impl not in MODEL_IMPLS:
-            raise ValueError(f"impl {self.impl!r} is not one of {MODEL_IMPLS}; a newer aotc "
-                             "wrote this bundle")  # fmt: skip
-        if self.impl == "eager" and self.entry:
-            raise ValueError("an eager bucket must have no entry")
-        if self.impl == "compiled" and not self.entry:
-            raise ValueError("a compiled bucket must name its entry")
-        if self.mode and self.impl != "compiled":
-            raise ValueError("mode must be a string, and only a compiled bucket has one")
-
-
-@dataclass(frozen=True)
-class ModelArtifacts(_Coded):
-    """Every bucket compiled for one device kind: ``target`` is a recipe target's name
-    (``device == "cuda"``) or ``"cpu"``. Inductor's artifacts only load into the torch
-    they were built with, on the device kind they were built for: both are recorded so the
-    loader refuses a mismatch with a clear message instead of a failed assert inside torch.
-    """
-
-    target: str
-    device: str
-    device_name: str  # the GPU the build ran on ("NVIDIA H200"), or the CPU's description
-    cc: tuple[Small, Small] | None  # compute capability of that GPU; None on the CPU
-    torch: str  # torch.__version__ at build
-    mode: str  # the recipe's Inductor mode(s): "default", "max-autotune", "max-autotune+default"
-    buckets: tuple[ModelBucket, ...]
-    backend: str = "inductor"  # one of MODEL_BACKENDS; bundles from before aoti: inductor
-
-    def _validate(self) -> None:
-        if self.device not in MODEL_DEVICES:
-            raise ValueError(f"device {self.device!r} is not one of {MODEL_DEVICES}")
-        if self.backend not in MODEL_BACKENDS:
-            raise ValueError(f"backend {self.backend!r} is not one of {MODEL_BACKENDS}; a "
-                             "newer aotc wrote this bundle")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ModelSpec(_Coded):
-    """A PyTorch module compiled ahead of time per bucket (see aot/model.py and
-    loader/model.py). ``weights`` are the compiled graph's leading inputs, in the export
-    graph signature's order; the user inputs follow them. ``outputs`` (symbolic shapes)
-    say which output dimensions are sliced back after padding; empty when none are."""
-
-    name: str
-    source: str  # "path/to/file.py:factory" as the recipe wrote it
-    dtype: str
-    inputs: tuple[ModelInput, ...]
-    outputs: tuple[tuple[str | Dim, ...], ...]
-    single_output: bool  # forward returned a tensor, not a tuple of them
-    dims: tuple[str, ...]
-    buckets: tuple[tuple[Count, ...], ...]  # per dim, ascending upper bounds
-    pad: tuple[str, ...]  # dims a call may pad up to its bucket
-    weights: tuple[ModelWeight, ...]
-    artifacts: tuple[ModelArtifacts, ...]
-
-    def _validate(self) -> None:
-        check_bounds(self.dims, self.buckets)
-        if any(p not in self.dims for p in self.pad):
-            raise ValueError("pad names a dimension not in dims")
-        n = math.prod(len(b) for b in self.buckets)
-        for i, a in enumerate(self.artifacts):
-            if len(a.buckets) != n or any(len(b.bucket) != len(self.dims) for b in a.buckets):
-                raise ValueError(f"artifacts[{i}] must hold one artifact per bucket ({n})")

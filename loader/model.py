@@ -4,14 +4,8 @@
     runner.warmup()           # optional: load every bucket and capture its CUDA graph now
     y = runner(x)             # x: [b, t, 1024], any b, t within the buckets
 
-This is the one part of the loader that uses PyTorch: ``torch`` (imported when
-``load_model`` is called, never by ``import loader``) loads each bucket's artifact. With
-the ``inductor`` backend that is ``torch._inductor.CompiledArtifact.load``: no Inductor
-code generation and no Triton compilation (counted on the H200 and on the CPU, where
-Inductor still builds the artifact's C++ at load), but torch's compiler stack is
-imported. With ``aoti`` it is ``torch._C._aoti.AOTIModelPackageLoader``: a shared library
-loaded by torch's C++ runtime, the weights bound by name with ``load_constants``, and no
-compiler module imported at all.
+The loader's one use of PyTorch (with loader/model_load.py, the two artifact backends):
+``torch`` is imported when ``load_model`` is called, never by ``import loader``.
 
 A bucket the build measured faster in eager PyTorch than compiled (recipe ``select``,
 e.g. where cuBLASLt's fused-bias matmuls beat Inductor's kernels) has no artifact: it is
@@ -20,12 +14,11 @@ served by the module's own ``forward``.
 Per call: the bucket is the smallest one at or above each dimension's size; a dimension
 listed in the recipe's ``pad`` may be smaller than its bucket (the input is padded with
 zeros at the end and the outputs sliced back), any other must equal a bucket bound
-(loader/buckets.py: ``model_grid``). On
-CUDA a bucket is captured once as a CUDA graph over static input buffers (at first use or
-``warmup``) and replayed, unless the build measured it faster called directly (a large
-bucket, where the graph's copies in and out cost more than the launches it saves): an
-eager bucket called directly runs the module on the call's own tensors, unpadded. On the
-CPU every bucket is called directly.
+(loader/buckets.py: ``model_grid``). On CUDA a bucket is captured once as a CUDA graph
+over static input buffers (at first use or ``warmup``) and replayed, unless the build
+measured it faster called directly (a large bucket, where the graph's copies in and out
+cost more than the launches it saves): an eager bucket called directly runs the module on
+the call's own tensors, unpadded. On the CPU every bucket is called directly.
 The weights are the module's own tensors, bound by name at load and read in place: update
 them in place (``copy_``), never reassign a parameter, or the graphs read stale memory.
 """
@@ -34,26 +27,42 @@ from __future__ import annotations
 
 import importlib
 import os
-import tempfile
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .args import TORCH_NAMES
 from .buckets import BucketGrid, model_grid, warm
 from .bundle import locate_bundle
-from .dispatch import name_match
-from .errors import ArgumentError, BundleError, NoTargetError
+from .errors import ArgumentError, BundleError
 from .format import BundleFile
-from .manifest import (
-    Manifest,
-    ManifestError,
-    ModelArtifacts,
-    ModelBucket,
-    ModelSpec,
-    serving_label,
+from .manifest import Manifest, ManifestError, ModelBucket, ModelSpec, serving_label
+from .model_load import (
+    bind_weights,
+    capture_graph,
+    choose_artifacts,
+    concrete,
+    eager_call,
+    leading,
+    load_artifact,
+    module_device,
+    named_tensors,
+    pad_zeros,
 )
 from .signature import KeySource, configured, require
+
+# The torch-side helpers, importable from here as before (their home is model_load.py).
+__all__ = [
+    "ModelRunner",
+    "capture_graph",
+    "concrete",
+    "eager_call",
+    "leading",
+    "load_artifact",
+    "load_model",
+    "named_tensors",
+    "pad_zeros",
+]
 
 
 def _torch() -> Any:
@@ -137,7 +146,7 @@ def _open(
     return opened, True
 
 
-class _Bucket:
+class RunnerBucket:
     """One bucket: its artifact (or the module's forward, for an eager bucket), loaded at
     first use, and on CUDA its captured graph."""
 
@@ -173,18 +182,20 @@ class ModelRunner:
         self.file = file
         self.spec = spec
         self._owned = False
-        self.device = _module_device(module, file)
-        self.artifacts = _choose(manifest, spec, self.device, torch, file)
+        self.device = module_device(module, file)
+        self.artifacts = choose_artifacts(manifest, spec, self.device, torch, file)
         self.use_graphs = cuda_graphs and self.device.type == "cuda"
         self.copy_outputs = copy_outputs
-        self.weights = _bind(spec, module, self.device, torch, file)
+        self.weights = bind_weights(spec, module, self.device, torch, file)
         self.module = module  # serves the buckets built as eager
         self._dtypes = [getattr(torch, TORCH_NAMES[i.dtype]) for i in spec.inputs]
         self._single = spec.single_output
-        self._buckets = [_Bucket(b, spec.dims, self.use_graphs) for b in self.artifacts.buckets]
+        self._buckets = [
+            RunnerBucket(b, spec.dims, self.use_graphs) for b in self.artifacts.buckets
+        ]
         # input shapes, dtypes and devices -> (bucket, sizes, padded): inputs like ones
         # seen before skip every check and the bucket search
-        self._routes: dict[tuple[Any, ...], tuple[_Bucket, dict[str, int], bool]] = {}
+        self._routes: dict[tuple[Any, ...], tuple[RunnerBucket, dict[str, int], bool]] = {}
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{i.name}: {i.dtype}{list(i.shape)}" for i in self.spec.inputs)
@@ -231,12 +242,15 @@ class ModelRunner:
         spec = self.spec
         return model_grid(spec.dims, spec.buckets, spec.pad, f"model {spec.name!r}")
 
-    def bucket_for(self, sizes: Mapping[str, int]) -> _Bucket:
+    def bucket_for(self, sizes: Mapping[str, int]) -> RunnerBucket:
         return self._buckets[self.grid.index([sizes[d] for d in self.spec.dims])]
 
     # --- calls ------------------------------------------------------------------------
 
-    def _route(self, inputs: Sequence[Any]) -> tuple[_Bucket, dict[str, int], bool]:
+    def route(self, inputs: Sequence[Any]) -> tuple[RunnerBucket, dict[str, int], bool]:
+        """The bucket a call on ``inputs`` is served by, each dimension's size, and whether
+        the inputs are padded up to it: the first step of every call, public so that its
+        cost can be measured (benchmarks/model_call_overhead.py)."""
         # The per-call path: a shape, dtype and device seen before is one dict lookup (a
         # GPU-bound call served directly pays this before its first kernel starts).
         try:
@@ -258,7 +272,7 @@ class ModelRunner:
         return b, sizes, padded
 
     def __call__(self, *inputs: Any) -> Any:
-        b, sizes, padded = self._route(inputs)
+        b, sizes, padded = self.route(inputs)
         torch = self.torch
         grad = torch.is_grad_enabled()  # a service usually calls with it off already
         if b.module_direct and not grad:
@@ -279,7 +293,7 @@ class ModelRunner:
         return outs[0] if self._single else tuple(outs)
 
     def _call(
-        self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
+        self, b: RunnerBucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
     ) -> list[Any]:
         """One call of bucket ``b``; the caller holds b.lock, with autograd off."""
         self._ensure(b)
@@ -303,7 +317,7 @@ class ModelRunner:
         return out.clone() if copy else out
 
     def _replay(
-        self, b: _Bucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
+        self, b: RunnerBucket, inputs: Sequence[Any], sizes: Mapping[str, int], padded: bool
     ) -> list[Any]:
         torch = self.torch
         stream = torch.cuda.current_stream(self.device)
@@ -325,18 +339,18 @@ class ModelRunner:
 
     # --- loading ------------------------------------------------------------------------
 
-    def _ensure(self, b: _Bucket) -> None:
+    def _ensure(self, b: RunnerBucket) -> None:
         """Load the bucket's artifact (and capture its graph); the caller holds b.lock."""
         if b.run is None:
             b.run = self._callable(b)
         if b.replays and b.graph is None:
             self._capture(b)
 
-    def _callable(self, b: _Bucket) -> Any:
+    def _callable(self, b: RunnerBucket) -> Any:
         """What serves bucket ``b``: the module's forward (eager) or its artifact, loaded."""
         return eager_call(self.module) if b.impl == "eager" else self._load(b.entry)
 
-    def _capture(self, b: _Bucket) -> None:
+    def _capture(self, b: RunnerBucket) -> None:
         b.inputs = [
             self.torch.zeros(concrete(i.shape, b.full), dtype=dt, device=self.device)
             for i, dt in zip(self.spec.inputs, self._dtypes, strict=True)
@@ -361,7 +375,16 @@ class ModelRunner:
         with self.torch.no_grad():
             return warm(self.grid, sizes, self._ready)
 
-    def _ready(self, index: int) -> list[_Bucket]:
+    def load_bucket(self, index: int) -> None:
+        """Load bucket ``index``'s artifact (an eager bucket: take the module's forward) now,
+        capturing nothing: the first half of ``warmup``, to time loading and capture apart
+        (benchmarks/model_load_profile.py). ``grid`` numbers the buckets."""
+        b = self._buckets[index]
+        with b.lock:
+            if b.run is None:
+                b.run = self._callable(b)
+
+    def _ready(self, index: int) -> list[RunnerBucket]:
         b = self._buckets[index]
         with b.lock:
             self._ensure(b)
@@ -374,170 +397,3 @@ class ModelRunner:
                 b.inputs, b.outputs = [], []
         if self._owned:
             self.file.close()
-
-
-# How a capture treats other threads' CUDA calls (cudaStreamCaptureMode). "global", torch's
-# default, makes a cudaMalloc or cudaFree in ANY thread during a capture fail, and the
-# capture with it: a service thread that allocates while a bucket is captured at first use.
-# "thread_local" forbids them only in the capturing thread, which runs nothing but the
-# bucket; the caching allocator keeps other streams' memory out of the graph's pool.
-CAPTURE_MODE = "thread_local"
-
-
-def capture_graph(
-    torch: Any, run: Callable[..., list[Any]], inputs: Sequence[Any], device: Any
-) -> tuple[Any, list[Any]]:
-    """``run(*inputs)`` captured as a CUDA graph: (graph, its static outputs). Replaying it
-    reads ``inputs`` (static buffers) and overwrites the outputs. The build times a bucket's
-    graph candidates this way too (aot/model_select.py)."""
-    side = torch.cuda.Stream(device)
-    side.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(side):
-        # the first call loads kernels and sets up cuBLAS; it must not be captured
-        run(*inputs)
-    torch.cuda.current_stream(device).wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, capture_error_mode=CAPTURE_MODE):
-        outputs = run(*inputs)
-    return graph, outputs
-
-
-def eager_call(module: Any) -> Callable[..., list[Any]]:
-    """The module's own forward as a bucket's callable: the list of its outputs."""
-
-    def run(*xs: Any) -> list[Any]:
-        out = module(*xs)
-        return list(out) if isinstance(out, tuple | list) else [out]
-
-    return run
-
-
-def concrete(shape: Sequence[str | int], sizes: Mapping[str, int]) -> tuple[int, ...]:
-    """A symbolic shape (sizes and dimension names) at the given dimension sizes."""
-    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
-
-
-def leading(shape: Sequence[int]) -> tuple[slice, ...]:
-    """The index of a tensor's first ``shape[i]`` elements along each dimension: the part
-    of a padded tensor that is not padding."""
-    return tuple(slice(0, n) for n in shape)
-
-
-def pad_zeros(torch: Any, x: Any, shape: tuple[int, ...]) -> Any:
-    """``x`` padded with zeros at the end of each dimension up to ``shape``."""
-    if tuple(x.shape) == shape:
-        return x
-    padded = torch.zeros(shape, dtype=x.dtype, device=x.device)
-    padded[leading(x.shape)] = x
-    return padded
-
-
-def load_artifact(
-    torch: Any, backend: str, data: bytes, weights: Sequence[Any], names: Sequence[str],
-    device: Any,
-) -> Callable[..., list[Any]]:  # fmt: skip
-    """One bucket's artifact (an entry's bytes) as a callable over the model's inputs that
-    returns the list of outputs. ``weights`` are the module's tensors in the manifest's
-    order, ``names`` their names; both backends read them in place. The build verifies
-    each bucket through this same function."""
-    with tempfile.TemporaryDirectory(prefix="aotc-model-") as tmp:
-        path = os.path.join(tmp, "model.pt2" if backend == "aoti" else "artifact.bin")
-        with open(path, "wb") as f:
-            f.write(data)
-        if backend == "aoti":
-            # The package's shared library is loaded by torch's C++ runtime: no Python
-            # compiler stack is imported. Single-threaded: the caller serializes a bucket's
-            # calls, and CUDA graphs capture it.
-            index = device.index if device.type == "cuda" and device.index is not None else -1
-            runner = torch._C._aoti.AOTIModelPackageLoader(path, "model", True, 1, index)
-            by_name = dict(zip(names, weights, strict=True))
-            wanted = list(runner.get_constant_fqns())
-            unknown = [n for n in wanted if n not in by_name]
-            if unknown:
-                raise BundleError(f"the package wants constants the manifest does not list: "
-                                  f"{unknown[:5]}")  # fmt: skip
-            constants = {n: by_name[n] for n in wanted}
-            # (map, use_inactive, check_full_update, user_managed): the module's tensors,
-            # used in place. (A call pybind refuses formats every tensor into its message,
-            # a sixth of a second for the layer: so no try-and-fall-back here.)
-            runner.load_constants(constants, False, True, True)
-            return lambda *xs: list(runner.run(list(xs)))
-        art = torch._inductor.CompiledArtifact.load(path=path, format="binary")
-        lifted = list(weights)
-        return lambda *xs: list(art(*lifted, *xs))
-
-
-def named_tensors(module: Any) -> dict[str, Any]:
-    """A module's parameters and buffers by name, shared ones under every name (the names
-    torch.export lifts weights by)."""
-    named = dict(module.named_parameters(remove_duplicate=False))
-    named.update(dict(module.named_buffers(remove_duplicate=False)))
-    return named
-
-
-def _module_device(module: Any, file: BundleFile) -> Any:
-    for t in (*module.parameters(), *module.buffers()):
-        return t.device
-    raise BundleError(f"{file.path}: the module has no parameters or buffers to bind")
-
-
-def _choose(manifest: Manifest, spec: ModelSpec, device: Any, torch: Any,
-            file: BundleFile) -> ModelArtifacts:  # fmt: skip
-    kind = device.type
-    have = ", ".join(f"{a.target} ({a.device}, {a.device_name}, torch {a.torch})"
-                     for a in spec.artifacts) or "nothing"  # fmt: skip
-    same_kind = [a for a in spec.artifacts if a.device == kind]
-    if kind == "cuda":
-        name = torch.cuda.get_device_name(device)
-        cc = tuple(torch.cuda.get_device_capability(device))
-        same_kind = [a for a in same_kind if a.cc == cc]
-        targets = {t.name: t for t in manifest.targets}
-        same_kind.sort(key=lambda a: -name_match(targets[a.target], name)
-                       if a.target in targets else 0)  # fmt: skip
-        here = f"{name} (sm_{cc[0]}{cc[1]})"
-    else:
-        here = kind
-    if not same_kind:
-        raise NoTargetError(f"{file.path}: no model artifacts for {here}; the bundle holds: "
-                            f"{have}. Build the recipe on such a device")  # fmt: skip
-    chosen = same_kind[0]
-    if chosen.torch != torch.__version__:
-        raise BundleError(
-            f"{file.path}: the model was built with torch {chosen.torch}; this process has "
-            f"torch {torch.__version__}. Inductor artifacts load only into the torch that "
-            "built them: rebuild the bundle with this torch"
-        )
-    return chosen
-
-
-def _bind(spec: ModelSpec, module: Any, device: Any, torch: Any, file: BundleFile) -> list[Any]:
-    named = named_tensors(module)
-    want = {w.name for w in spec.weights}
-    missing = [w.name for w in spec.weights if w.name not in named]
-    extra = sorted(n for n in named if n not in want)
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"lacks {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-        if extra:
-            parts.append(f"has {', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''} too")
-        raise ArgumentError(f"{file.path}: the module is not the one the model was built from "
-                            f"({spec.source}): it {'; it '.join(parts)}")  # fmt: skip
-    out = []
-    for w in spec.weights:
-        t = named[w.name]
-        dt = getattr(torch, TORCH_NAMES.get(w.dtype, w.dtype), None)
-        problems = []
-        if tuple(t.shape) != w.shape:
-            problems.append(f"shape {list(t.shape)}, expected {list(w.shape)}")
-        if t.dtype != dt:
-            problems.append(f"dtype {t.dtype}, expected {w.dtype}")
-        if tuple(t.stride()) != w.stride and tuple(t.shape) == w.shape:
-            problems.append(f"strides {list(t.stride())}, expected {list(w.stride)}")
-        if t.device != device:
-            problems.append(f"device {t.device}, the rest of the module on {device}")
-        if problems:
-            raise ArgumentError(f"{file.path}: the module's {w.kind} {w.name!r} has "
-                                f"{'; '.join(problems)}")  # fmt: skip
-        out.append(t.detach())
-    return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import args as _args
@@ -30,13 +30,6 @@ from .manifest import PipelineSpec, PipelineTensor
 
 if TYPE_CHECKING:
     from .bundle import Bundle
-
-ITEMSIZE = {
-    "i1": 1, "i8": 1, "u8": 1, "fp8e4nv": 1, "fp8e5": 1,
-    "i16": 2, "u16": 2, "fp16": 2, "bf16": 2,
-    "i32": 4, "u32": 4, "fp32": 4,
-    "i64": 8, "u64": 8, "fp64": 8,
-}  # fmt: skip
 
 
 class _Port:
@@ -50,7 +43,7 @@ class _Port:
         self.dim = dims.index(lead) if lead in dims else -1
         self.fixed_lead = -1 if self.dim >= 0 else int(lead)
         self.rest = tuple(int(s) for s in t.shape[1:])
-        row = ITEMSIZE[t.dtype]
+        row = _args.ITEMSIZE[t.dtype]
         for s in self.rest:
             row *= s
         self.row_bytes = row
@@ -129,7 +122,7 @@ class Pipeline:
             t = self.spec.tensor(name)
             shape = tuple(int(s) for s in t.shape)
             addr, _ = _checked(weights[name], name, t.dtype, self.name)
-            have = _shape(weights[name])
+            have = _args.shape_of(weights[name])
             if have is not None and have != shape:
                 raise ArgumentError(
                     f"pipeline {self.name!r}: weight {name!r} has shape {list(have)}; "
@@ -194,7 +187,7 @@ class Pipeline:
         sizes = {}
         for t in self.spec.tensors:
             if t.role != "weight":
-                n = ITEMSIZE[t.dtype]
+                n = _args.ITEMSIZE[t.dtype]
                 for s in t.shape:
                     n *= parse(s).evaluate(named_env)
                 sizes[t.name] = n
@@ -316,7 +309,7 @@ class Pipeline:
         return self._accept_checked(obj, port)
 
     def _accept_checked(self, obj: Any, port: _Port) -> tuple[int, int]:
-        shape = _shape(obj)
+        shape = _args.shape_of(obj)
         if (
             shape is None
             or shape[1:] != port.rest
@@ -384,23 +377,7 @@ def _checked(obj: Any, name: str, dtype: str, pipeline: str) -> tuple[int, str |
     if have is not None and have != dtype:
         raise ArgumentError(f"pipeline {pipeline!r}: {name!r} has element type {have}, "
                             f"expected {dtype}")  # fmt: skip
-    if not _contiguous(obj):
+    if not _args.is_contiguous(obj):
         raise ArgumentError(f"pipeline {pipeline!r}: {name!r} must be contiguous "
                             "(row-major); pass .contiguous()")  # fmt: skip
     return addr, have
-
-
-def _shape(obj: Any) -> tuple[int, ...] | None:
-    shape = getattr(obj, "shape", None)
-    if shape is None:
-        cai = getattr(obj, "__cuda_array_interface__", None)
-        shape = cai.get("shape") if isinstance(cai, dict) else None
-    return None if shape is None else tuple(int(s) for s in shape)
-
-
-def _contiguous(obj: Any) -> bool:
-    is_contiguous: Callable[[], bool] | None = getattr(obj, "is_contiguous", None)
-    if is_contiguous is not None:
-        return bool(is_contiguous())
-    cai = getattr(obj, "__cuda_array_interface__", None)
-    return not isinstance(cai, dict) or cai.get("strides") is None

@@ -1,6 +1,6 @@
 """Signed bundles: the keys a service trusts, and the check at open.
 
-A bundle may carry an Ed25519 signature in a trailer (layout: loader/format.py). A service
+A bundle may carry an Ed25519 signature in a trailer (layout: loader/trailer.py). A service
 that configures trusted public keys (``loader.open(path, trusted_keys=[...])``, or
 ``$AOTC_TRUSTED_KEYS``, a ``:``-separated list of PEM files) opens only bundles signed by
 one of them: an unsigned bundle, one signed by another key, and one whose contents no
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import SignatureError, TrustedKeyError
-from .format import signed_message
+from .trailer import signed_message
 
 if TYPE_CHECKING:
     from .format import BundleFile

@@ -191,83 +191,85 @@ class Proxy:
         return sum(1 for m, p, _ in self.log if m == method and path_part in p)
 
 
-def _handler(proxy: Proxy) -> type[http.server.BaseHTTPRequestHandler]:
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """Forwards each request to ``proxy.upstream``, applying the proxy's faults."""
 
-        def log_message(self, *args: object) -> None:
-            pass
+    proxy: Proxy
+    protocol_version = "HTTP/1.1"
 
-        def _drop(self) -> None:
-            self.close_connection = True
-            with suppress(OSError):
-                self.connection.shutdown(socket.SHUT_RDWR)
+    def log_message(self, *args: object) -> None:
+        pass
 
-        def _forward(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else b""
-            fault = proxy.take(self.command, self.path)
-            if fault is not None and fault.action == "drop":
-                proxy.log.append((self.command, self.path, 0))
-                return self._drop()
-            if fault is not None and fault.action in ("503", "429"):
-                proxy.log.append((self.command, self.path, int(fault.action)))
-                self.send_response(int(fault.action))
-                self.send_header("Retry-After", fault.retry_after)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return None
-            if fault is not None and fault.action == "blob-unknown":
-                proxy.log.append((self.command, self.path, 400))
-                return self._blob_unknown()
-            if fault is not None and fault.action == "slow":
-                time.sleep(float(fault.retry_after))
-            skip = ("connection", "range") if proxy.strip_range else ("connection",)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
-            conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
-            conn.request(self.command, self.path, body=body or None, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            conn.close()
-            proxy.log.append((self.command, self.path, resp.status))
-            if fault is not None and fault.action == "drop-after-forward":
-                return self._drop()
-            self.send_response(resp.status)
-            for k, v in resp.getheaders():
-                if k.lower() not in ("transfer-encoding", "connection", "date", "server"):
-                    self.send_header(k, v)
-            if resp.getheader("Content-Length") is None:
-                self.send_header("Content-Length", str(len(data)))
+    def _drop(self) -> None:
+        self.close_connection = True
+        with suppress(OSError):
+            self.connection.shutdown(socket.SHUT_RDWR)
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        fault = self.proxy.take(self.command, self.path)
+        if fault is not None and fault.action == "drop":
+            self.proxy.log.append((self.command, self.path, 0))
+            return self._drop()
+        if fault is not None and fault.action in ("503", "429"):
+            self.proxy.log.append((self.command, self.path, int(fault.action)))
+            self.send_response(int(fault.action))
+            self.send_header("Retry-After", fault.retry_after)
+            self.send_header("Content-Length", "0")
             self.end_headers()
-            if fault is not None and fault.action in ("short", "reset"):
-                self.wfile.write(data[: len(data) // 2])
-                self.wfile.flush()
-                return self._reset() if fault.action == "reset" else self._drop()
-            if self.command != "HEAD":
-                self.wfile.write(data)
             return None
+        if fault is not None and fault.action == "blob-unknown":
+            self.proxy.log.append((self.command, self.path, 400))
+            return self._blob_unknown()
+        if fault is not None and fault.action == "slow":
+            time.sleep(float(fault.retry_after))
+        skip = ("connection", "range") if self.proxy.strip_range else ("connection",)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in skip}
+        conn = http.client.HTTPConnection(self.proxy.upstream, timeout=60)
+        conn.request(self.command, self.path, body=body or None, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        self.proxy.log.append((self.command, self.path, resp.status))
+        if fault is not None and fault.action == "drop-after-forward":
+            return self._drop()
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "date", "server"):
+                self.send_header(k, v)
+        if resp.getheader("Content-Length") is None:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if fault is not None and fault.action in ("short", "reset"):
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            return self._reset() if fault.action == "reset" else self._drop()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        return None
 
-        def _reset(self) -> None:
-            self.close_connection = True
-            with suppress(OSError):
-                self.connection.setsockopt(
-                    socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                )
-                self.connection.close()
+    def _reset(self) -> None:
+        self.close_connection = True
+        with suppress(OSError):
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
 
-        def _blob_unknown(self) -> None:
-            body = json.dumps(
-                {"errors": [{"code": "MANIFEST_BLOB_UNKNOWN", "message": "blob unknown"}]}
-            ).encode()
-            self.send_response(400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def _blob_unknown(self) -> None:
+        body = json.dumps(
+            {"errors": [{"code": "MANIFEST_BLOB_UNKNOWN", "message": "blob unknown"}]}
+        ).encode()
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-        do_GET = do_HEAD = do_PUT = do_PATCH = do_POST = do_DELETE = _forward
+    do_GET = do_HEAD = do_PUT = do_PATCH = do_POST = do_DELETE = _forward
 
-    return Handler
+
+def _handler(proxy: Proxy) -> type[http.server.BaseHTTPRequestHandler]:
+    return type("Handler", (_Handler,), {"proxy": proxy})
 
 
 @contextmanager

@@ -168,3 +168,14 @@ def test_same_sources_from_another_folder_give_the_same_bytes(tmp_path: Path) ->
                   env_for(tmp_path / f"cache-{len(outs)}"), tmp_path)  # fmt: skip
         outs.append(r.bundle.read_bytes())
     assert outs[0] == outs[1]
+
+
+def test_load_function_imports_a_recipe_reference_once(tmp_path: Path) -> None:
+    from aot.kernelfile import load_function
+
+    (tmp_path / "fns.py").write_text("def twice(x):\n    return 2 * x\n")
+    ref = f"{tmp_path / 'fns.py'}:twice"
+    assert load_function(ref)(21) == 42
+    assert load_function(ref) is load_function(ref)  # the file ran once
+    with pytest.raises(AttributeError):
+        load_function(f"{tmp_path / 'fns.py'}:missing")

@@ -236,6 +236,23 @@ def test_warmup_chooses_buckets_as_calls_do(tiny_bundle: Path) -> None:
     assert runner.warmup() == 4
 
 
+def test_route_and_load_bucket_are_the_calls_own_steps(tiny_bundle: Path) -> None:
+    runner = load_model(tiny_bundle, _module())
+    x = torch.randn(1, 3, 32)
+    bucket, sizes, padded = runner.route([x])
+    assert (bucket, sizes, padded) == (runner.bucket_for(sizes), {"batch": 1, "seq": 3}, True)
+    assert runner.route([x])[0] is bucket  # the same route, from the cache
+    index = runner.grid.index([1, 3])
+    assert bucket.run is None
+    runner.load_bucket(index)  # loads, captures nothing (the CPU has no graphs anyway)
+    run = bucket.run
+    assert run is not None and bucket.graph is None
+    runner.load_bucket(index)
+    assert bucket.run is run  # loaded once
+    assert runner.warmup(batch=1, seq=3) == 1 and bucket.run is run
+    assert sum(b.run is not None for b in runner._buckets) == 1
+
+
 def test_load_model_takes_digest_and_cache_dir_as_open_does(
     tiny_bundle: Path, tmp_path: Path
 ) -> None:

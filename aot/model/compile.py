@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from loader import manifest as mf
-from loader.model import load_artifact, named_tensors
+from loader.model_load import load_artifact, named_tensors
 
 from ..cache import CompileCache
 from ..elf import needed_libraries

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from loader.args import TORCH_NAMES, element_type
-from loader.model import concrete
+from loader.model_load import concrete
 
 from ..errors import BuildError
 from ..recipe import ModelRecipe

@@ -1,35 +1,34 @@
 """Per bucket, the fastest way to serve it: a compiled artifact (one per Inductor mode the
 recipe lists), or the module's own eager forward, each with or without a CUDA graph.
 
-Why. Compiled is not always faster. On the H200, the transformer layer of
-``recipes/layer.toml``, compiled by AOTInductor at max-autotune, ran 0.82-0.90x eager
-PyTorch from 8192 rows (batch x seq) up, and so did ``torch.compile`` max-autotune. The
-matmuls are the cause: eager's ``F.linear`` runs cuBLASLt kernels with the bias fused
-(288 µs for the layer's four matmuls at 8192 rows), while Inductor's C++ wrapper offers
-only Triton templates and an ``addmm`` that adds the bias separately (its faster
-``bias_addmm`` choice has no C++ implementation), and its best took 337 µs. At small
-sizes the compiled artifact wins by 1.3-3.5x (fused kernels, no launch gaps). And a CUDA
-graph is not free either: replaying one means copying the call's inputs into the graph's
-static buffers and its outputs out of them, which at 32 x 2048 rows costs more than the
-launches it saves. The module called directly needs neither copy, nor padding.
+Why. Compiled is not always faster. On the transformer layer of ``recipes/layer.toml``,
+AOTInductor at max-autotune lost to eager PyTorch from 8192 rows (batch x seq) up, and so
+did ``torch.compile`` max-autotune. The matmuls are the cause: eager's ``F.linear`` runs
+cuBLASLt kernels with the bias fused, while Inductor's C++ wrapper offers only Triton
+templates and an ``addmm`` that adds the bias separately (its faster ``bias_addmm``
+choice has no C++ implementation). At small sizes the compiled artifact wins (fused
+kernels, no launch gaps). And a CUDA graph is not free either: replaying one means
+copying the call's inputs into the graph's static buffers and its outputs out of them,
+which at the largest buckets costs more than the launches it saves. The module called
+directly needs neither copy, nor padding.
 
-Which Inductor mode compiles best also depends on the size. At 32 x 2048 on the H200 the
-layer compiled at mode "default" (cuBLAS matmuls with the bias fused, Triton's fused
-norms and pointwise kernels) and called directly ran 1.043x eager, where max-autotune's
-Triton matmuls lose. So ``[model].mode`` may list several modes; each bucket is compiled
-in each, and each artifact is a candidate. With max-autotune and default, the default-mode
-package won all 12 buckets of the layer on the H200 (benchmarks/RESULTS.md, "Two modes").
+Which Inductor mode compiles best also depends on the size. At the layer's largest bucket
+mode "default" (cuBLAS matmuls with the bias fused, Triton's fused norms and pointwise
+kernels) called directly beat eager, where max-autotune's Triton matmuls lose. So
+``[model].mode`` may list several modes; each bucket is compiled in each, and each
+artifact is a candidate. The measurements behind this paragraph and the one above are in
+benchmarks/RESULTS.md ("The 12-bucket layer", "Two modes").
 
 So with ``[model].select = "fastest"`` (the default) the build times every candidate
 (``candidates``) the way the loader serves it: a graph candidate copies the inputs in,
-replays the graph (``loader.model.capture_graph``, the loader's own capture) and copies
-the outputs out; a direct one calls the artifact or the module. The candidates take turns
-call by call, in an order that rotates (``interleaved``): on the H200 the clocks drift over
-seconds of back-to-back work, and in blocks of ten calls the build once picked a graph by
-0.6% that a later benchmark measured 3% slower. The smallest median wins; the bundle
-records every time, and only a compiled winner ships its artifact (an eager bucket has
-none: the loader runs the service's own module). Nothing about the choice is cached:
-every build measures it again on its own GPU. A candidate that fails as
+replays the graph (``loader.model_load.capture_graph``, the loader's own capture) and
+copies the outputs out; a direct one calls the artifact or the module. The candidates take
+turns call by call, in an order that rotates (``interleaved``): a GPU's clocks drift over
+seconds of back-to-back work, and timed in blocks of calls the build once picked a graph
+that a later benchmark measured slower (RESULTS.md, "Timing call by call"). The smallest
+median wins; the bundle records every time, and only a compiled winner ships its artifact
+(an eager bucket has none: the loader runs the service's own module). Nothing about the
+choice is cached: every build measures it again on its own GPU. A candidate that fails as
 served (an eager forward that synchronizes with the host cannot be captured, say) is out,
 and the report says why; a compiled artifact that fails as served fails the build.
 
@@ -46,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader.manifest import serving_label
-from loader.model import capture_graph, eager_call, load_artifact, named_tensors
+from loader.model_load import capture_graph, eager_call, load_artifact, named_tensors
 
 from ..errors import BuildError
 from ..recipe import ModelRecipe

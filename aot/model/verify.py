@@ -5,7 +5,7 @@ bucket's bound and, when the bucket pads a dimension, at a smaller size padded u
 bucket: padding along a sequence dimension only preserves the outputs when no real
 position reads a padded one (causal attention, padding at the end), and the build checks
 that rather than trusting the recipe. Both checks run the bytes that ship, loaded by
-``loader.model.load_artifact``, the loader's own code (see aot/model/compile.py).
+``loader.model_load.load_artifact``, the loader's own code (see aot/model/compile.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loader.model import concrete, leading, pad_zeros
+from loader.model_load import concrete, leading, pad_zeros
 
 from ..errors import BuildError
 from ..recipe import ModelRecipe

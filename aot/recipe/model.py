@@ -1,4 +1,4 @@
-"""The ``[model]`` table: a PyTorch module compiled per bucket (built by aot/model.py).
+"""The ``[model]`` table: a PyTorch module compiled per bucket (built by aot/model/).
 
 Parsed without importing torch: only names, shapes, buckets and choices are checked here;
 the module itself is first imported by the build.
@@ -24,7 +24,7 @@ MODEL_KEYS = (
 # Recipe mode -> Inductor's own mode whose options are applied (torch._inductor
 # list_mode_options). No "cudagraphs" variants: the loader captures the graph itself.
 MODES = {"default": "default", "max-autotune": "max-autotune-no-cudagraphs"}
-# [model].select: "fastest" times the ways to serve each bucket (aot/model_select.py) and
+# [model].select: "fastest" times the ways to serve each bucket (aot/model/select.py) and
 # serves the fastest; "compiled" always serves the artifact.
 SELECT = ("fastest", "compiled")
 # Relative error allowed against the float64 reference (max |out - ref| / max |ref|).

@@ -1,0 +1,191 @@
+"""One variant of a kernel made launchable: module, function, parameter buffer, grid.
+
+A ``Launcher`` loads its cubin the first time a call needs it (once, under a lock),
+checks the cubin's own parameter list against the manifest's ABI, and launches with one
+struct.pack_into, the grid function and cuLaunchKernel. The kernels of a bundle
+(loader/kernel.py) and the builder's tuner (through ``InMemory``) launch through it alike.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from . import cubin as _cubin
+from . import driver as _driver
+from .device import Device
+from .dispatch import assumption_checks
+from .errors import ArgumentError, BundleError, CudaError
+from .expr import compile_function, parse
+from .fastcall import ParamBuffer
+from .manifest import KernelSpec, VariantSpec
+from .validity import value_names, variant_test
+
+CUDA_ERROR_INVALID_CONTEXT = _driver.CUDA_ERROR_INVALID_CONTEXT
+_MAX_GRID = (2**31 - 1, 65535, 65535)
+_MAX_X, _MAX_YZ = _MAX_GRID[0], _MAX_GRID[1]
+
+
+class EntrySource(Protocol):
+    """Where launchers get their device and cubins: a Bundle, or InMemory for the tuner."""
+
+    device: Device
+
+    def read_entry(self, name: str) -> bytes: ...
+
+
+class InMemory:
+    """Cubins held in memory, launched through the same path as a bundle's. The builder's
+    tuner uses this to benchmark exactly what a bundle will ship before it exists."""
+
+    def __init__(self, device: Device, entries: Mapping[str, bytes]):
+        self.device = device
+        self.entries = dict(entries)
+
+    def read_entry(self, name: str) -> bytes:
+        return self.entries[name]
+
+
+class Launcher:
+    """One variant made launchable: module, function, parameter buffer, grid function."""
+
+    def __init__(
+        self,
+        source: EntrySource,
+        spec: KernelSpec,
+        variant: VariantSpec,
+        param_index: dict[str, int],
+    ):
+        self.variant = variant
+        self.source = source
+        self.kernel = spec.name
+        self.grid_text = ", ".join(spec.grid)
+        device = {"NUM_SMS": source.device.sms, "SMEM": source.device.max_shared}
+        # Whether this variant may serve a call at its values (None: at every call).
+        self.fits = variant_test(spec, variant, assumption_checks(variant, param_index), device)
+        self.block = variant.num_warps * 32
+        self.shared = variant.shared
+        names = value_names(spec)
+        consts = {**variant.meta, "NUM_SMS": source.device.sms}
+        self.grid: Callable[..., tuple[int, ...]] = compile_function(
+            [parse(g) for g in spec.grid], names, consts
+        )
+        types = {p.name: p.type for p in spec.params}
+        self.positions = tuple(param_index[n] for n in variant.abi)
+        self.abi_types = tuple(types[n] for n in variant.abi)
+        self._buffer = ParamBuffer(self.abi_types, self.positions, variant.scratch_args)
+        self.holders = self._buffer.holders
+        self.params = self._buffer.params
+        self.function = 0
+        self._function_arg: ctypes.c_void_p | None = None  # what cuLaunchKernel is passed
+        self._launch = source.device.drv.launch_untyped
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        with self._lock:
+            if self.function:
+                return
+            dev = self.source.device
+            if self.shared > dev.max_shared:
+                raise CudaError(
+                    1,
+                    "CUDA_ERROR_INVALID_VALUE",
+                    "load",
+                    f"variant {self.variant.id} needs {self.shared} bytes of shared memory; "
+                    f"{dev.name} allows {dev.max_shared}",
+                )
+            image = self.source.read_entry(self.variant.entry)
+            self._check_abi(image)
+            drv = dev.drv
+            module = drv.load_module(image)
+            fn = drv.get_function(module, self.variant.function)
+            if self.shared > 49152:
+                drv.set_max_dynamic_shared(fn, dev.max_shared)
+            self._function_arg = ctypes.c_void_p(fn)
+            self.function = fn
+
+    def _check_abi(self, image: bytes) -> None:
+        """The cubin's own parameter list must be the one this launcher packs: the driver
+        copies each parameter by the cubin's size, so any difference reads past our buffer."""
+        v = self.variant
+        what = f"kernel {self.kernel!r}, variant {v.id} ({v.entry})"
+        try:
+            sizes = _cubin.param_sizes(image, v.function)
+        except _cubin.CubinError as exc:
+            raise BundleError(f"{what}: not a cubin the loader can check: {exc}") from None
+        ours = tuple(ctypes.sizeof(h) for h in self.holders)
+        if sizes != ours:
+            raise BundleError(
+                f"{what}: the cubin takes {len(sizes)} parameters of {list(sizes)} bytes; the "
+                f"manifest's ABI gives {len(ours)} ({len(v.abi)} + {v.scratch_args} scratch) of "
+                f"{list(ours)} bytes. The bundle was modified or built by an incompatible aotc"
+            )
+
+    def launch(self, values: Sequence[Any], stream: int) -> None:
+        """Launch on ``values`` (converted, in the kernel's parameter order) on ``stream``.
+
+        Raises, before anything reaches the driver: for a value struct cannot pack, one of
+        fastcall.PACK_ERRORS (only the fast path's unconverted values can cause that); for a
+        grid beyond the CUDA limits, ArgumentError. An empty grid launches nothing.
+        """
+        if not self.function:
+            self.load()
+        handle = ctypes.c_void_p(stream) if stream else None
+        # Held from pack to launch: threads share the buffer, and the driver copies it at
+        # the call. Packing first checks the values even when the grid turns out empty.
+        with self._lock:
+            self._buffer.pack(values)
+            try:
+                gx, gy, gz = self.grid(*values)
+            except ArithmeticError as exc:  # a division by zero, for these values
+                raise ArgumentError(
+                    f"{self.kernel}(): its grid ({self.grid_text}) cannot be computed for "
+                    f"these arguments: {exc}"
+                ) from None
+            if not (0 < gx <= _MAX_X and 0 < gy <= _MAX_YZ and 0 < gz <= _MAX_YZ):
+                if gx <= 0 or gy <= 0 or gz <= 0:
+                    return
+                raise ArgumentError(f"grid ({gx}, {gy}, {gz}) exceeds the CUDA limits {_MAX_GRID}")
+            code = self._launch(
+                self._function_arg, gx, gy, gz, self.block, 1, 1, self.shared, handle,
+                self.params, None,
+            )  # fmt: skip
+            if code == CUDA_ERROR_INVALID_CONTEXT:
+                # A thread that never touched CUDA has no current context: give it ours.
+                self.source.device.make_current()
+                code = self._launch(
+                    self._function_arg, gx, gy, gz, self.block, 1, 1, self.shared, handle,
+                    self.params, None,
+                )  # fmt: skip
+        if code:
+            self.source.device.drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
+
+    def host_parts(
+        self, values: Sequence[Any], stream: int
+    ) -> tuple[Callable[[], None], Callable[[], Any], Callable[[], int], Callable[[], int]]:
+        """``launch(values, stream)`` and its pieces, each callable alone
+        (loader/profile.py): the whole launch; packing and the grid; the driver call with
+        its arguments prebuilt, untyped as ``launch`` makes it, and through the binding
+        with argtypes. The buffer is packed with ``values`` first, so that a driver call
+        alone launches them."""
+        self.load()
+        self._buffer.pack(values)
+        gx, gy, gz = self.grid(*values)
+        handle = ctypes.c_void_p(stream) if stream else None
+        untyped, typed = self._launch, self.source.device.drv.launch_raw
+        fn, fn_arg, block, shared, params = (
+            self.function, self._function_arg, self.block, self.shared, self.params
+        )  # fmt: skip
+
+        def pack_grid() -> tuple[int, ...]:
+            self._buffer.pack(values)
+            return self.grid(*values)
+
+        return (
+            lambda: self.launch(values, stream),
+            pack_grid,
+            lambda: untyped(fn_arg, gx, gy, gz, block, 1, 1, shared, handle, params, None),
+            lambda: typed(fn, gx, gy, gz, block, 1, 1, shared, stream, params, None),
+        )
