@@ -30,9 +30,10 @@ if TYPE_CHECKING:
     from ..tune.tuner import TuneStats
 
 # "\b" keeps click from re-wrapping the paragraph that follows it.
+_WIDTH = max(map(len, VARIABLES)) + 2
 EPILOG = (
     "\b\nenvironment:\n"
-    + "\n".join(f"  {k:<24}{v}" for k, v in VARIABLES.items())
+    + "\n".join(f"  {k:<{_WIDTH}}{v}" for k, v in VARIABLES.items())
     + "\n\n\b\nshell completion (bash; for zsh or fish, zsh_source or fish_source):\n"
     + '  eval "$(_AOTC_COMPLETE=bash_source aotc)"'
 )

@@ -21,25 +21,17 @@ import traceback
 from collections import OrderedDict
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from pathlib import Path
 from typing import Any
 
 from ..inputs import accepted
+from ..kernelfile import load_function
 from ..signals import detach_worker
-from ..source import load_module
 
 TARGET_MS = 25.0  # time spent measuring one candidate once warm
 MIN_REPS, MAX_REPS = 5, 200
 FLUSH_BYTES = 256 * 1024 * 1024  # more than any GPU's L2 (the H200 has 60 MB)
 FATAL_MARKERS = ("illegal", "misaligned", "unspecified launch failure", "CUDA_ERROR",
                  "device-side assert", "an illegal instruction")  # fmt: skip
-
-
-def _load(ref: str) -> Callable[..., Any]:
-    """A recipe's "path.py:function" (the path absolute), imported once per process."""
-    file, _, name = ref.rpartition(":")
-    fn: Callable[..., Any] = getattr(load_module(Path(file)), name)
-    return fn
 
 
 class Worker:
@@ -72,7 +64,7 @@ class Worker:
         dtypes: dict[str, str],
         config: dict[str, Any] | None = None,
     ) -> list[list[Any]]:
-        make = _inputs(_load(ref), config)
+        make = _inputs(load_function(ref), config)
         # Inputs that do not depend on the config are shared by every candidate.
         mine = config if isinstance(make, functools.partial) else None
         key = repr((ref, sorted(sizes.items()), sorted(dtypes.items()), mine))
@@ -175,7 +167,7 @@ class Worker:
         }
 
     def baseline(self, msg: dict[str, Any]) -> dict[str, Any]:
-        fn = _load(msg["fn"])
+        fn = load_function(msg["fn"])
         sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"])
         samples = self.time(lambda a: fn(*a), sets, msg.get("target_ms", TARGET_MS))
         return {"ok": True, "samples": samples, "ms": statistics.median(samples)}
@@ -183,8 +175,8 @@ class Worker:
     def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
         k = self.kernel(msg)
-        make = _inputs(_load(msg["inputs"]), msg.get("config"))
-        reference = _load(msg["reference"])
+        make = _inputs(load_function(msg["inputs"]), msg.get("config"))
+        reference = load_function(msg["reference"])
         names = [p.name for p in k.params]
         # An output the author zeroes before each launch (reset_to_zero: the kernel adds
         # into it) starts at zero; any other starts as NaN, so that unwritten elements show.
