@@ -14,6 +14,9 @@ imports when called. Checking bundle signatures (``trusted_keys=``, ``$AOTC_TRUS
 see loader/signature.py) needs ``cryptography``, imported only when keys are configured.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .buckets import BucketGrid, Policy
 from .bundle import Bundle, Kernel, open
 from .errors import (
@@ -28,8 +31,23 @@ from .errors import (
     TrustedKeyError,
 )
 from .format import FORMAT_VERSION
-from .model import ModelRunner, load_model
-from .pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from .model import ModelRunner, load_model
+    from .pipeline import Pipeline
+
+# Imported on first use: a service that only launches kernels does not pay for the
+# pipeline and model modules at start-up (cold start is what a bundle is for).
+_LAZY = {"ModelRunner": "model", "load_model": "model", "Pipeline": "pipeline"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FORMAT_VERSION",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import driver as _driver
 from . import signature as _signature
@@ -23,7 +23,9 @@ from .format import BundleFile
 from .kernel import Kernel
 from .launch import EntrySource, InMemory, Launcher
 from .manifest import Manifest, ManifestError, Target
-from .pipeline import Pipeline
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
 
 # Device, EntrySource, InMemory, Kernel and Launcher are imported from here too (the
 # builder's tuner: ``from loader.bundle import InMemory, Device, Kernel``).
@@ -144,6 +146,8 @@ class Bundle:
         except KeyError:
             have = ", ".join(self.pipeline_names) or "none"
             raise KeyError(f"no pipeline {name!r} in {self.file.path}; it has: {have}") from None
+        from .pipeline import Pipeline  # imported on first use (start-up time)
+
         p = Pipeline(self, spec, weights)
         with self._lock:
             self._pipelines.append(p)
