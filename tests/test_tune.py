@@ -279,11 +279,11 @@ def test_every_measurement_is_in_the_database_with_its_key(
 
 
 def test_worker_loads_recipe_functions_by_absolute_path() -> None:
-    from aot.tune.worker import _load
+    from aot.kernelfile import load_function  # what the tuning worker loads with
 
     path = (Path(__file__).parent / "data" / "kernels" / "small.py").resolve()
-    assert _load(f"{path}:not_a_kernel") == 42
-    assert _load(f"{path}:scale_kernel") is _load(f"{path}:scale_kernel")
+    assert load_function(f"{path}:not_a_kernel") == 42
+    assert load_function(f"{path}:scale_kernel") is load_function(f"{path}:scale_kernel")
 
 
 def test_the_summary_counts_the_candidates_compiled_for_tuning(
