@@ -108,10 +108,17 @@ def test_an_interrupted_build_records_no_failure_leaves_no_worker_and_heals(
 
 
 def test_an_interrupt_during_tuning_records_no_measurement_it_cut_short(
-    recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    recipe_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     marker = tmp_path / "hanging"
     monkeypatch.setenv("AOTC_TEST_MARKER", str(marker))
+    # Python ignores SIGINT when it started ignoring it (a shell's `cmd &` job does):
+    # Ctrl-C must raise KeyboardInterrupt here however the test run was started.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    request.addfinalizer(lambda: signal.signal(signal.SIGINT, previous))
     db = tmp_path / "t.tunedb.jsonl"
 
     def interrupt_when_hanging() -> None:
