@@ -22,6 +22,7 @@ from typing import Any
 from . import heuristic
 from .cache import CompileCache
 from .compile import Compiled, CompilePool, compile_variants
+from .costmodel import predict
 from .env import Environment
 from .pack import failures, kernel_records, kernel_sources
 from .plan import Config, Instance, Plan, Variant, make_plan
@@ -105,7 +106,9 @@ class KernelProduct:
         # Decided over the whole plan, so that a slice chooses as a full build does: a
         # target without measurements takes those of its arch family, which may lie in
         # another slice.
-        chooser = decide.chooser(self.whole, db, heuristic_chooser(cached_ranker(self.whole)))
+        fallback = heuristic_chooser(cached_ranker(self.whole))
+        # Kernels whose recipe asks for the learned cost model get its picks instead.
+        chooser = decide.chooser(self.whole, db, predict.chooser(self.whole, env, fallback))
         decided = decide.count(plan, chooser)
         compiled = compile_selected(plan, chooser, env)
         selection = select(plan, chooser, compiled)

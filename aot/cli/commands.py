@@ -14,6 +14,7 @@ from .. import __version__, signals
 from ..env import VARIABLES, from_environ
 from ..errors import AotcError, UsageError
 from ..output import check_output
+from .cost_model import cost_model
 from .options import (
     INPUT,
     OUTPUT,
@@ -24,6 +25,7 @@ from .options import (
     registry_options,
     run_options,
 )
+from .signing import keygen, sign
 
 if TYPE_CHECKING:
     from ..build import BuildResult
@@ -54,7 +56,8 @@ class _Aotc(click.Group):
             ctx.exit(130)
 
 
-@click.group(cls=_Aotc, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Aotc, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
+             commands=[sign, keygen, cost_model])  # fmt: skip
 @click.version_option(__version__, prog_name="aotc", message="%(prog)s %(version)s")
 def cli() -> None:
     """Ahead-of-time compile and package Triton kernels into one bundle."""
@@ -358,43 +361,3 @@ def init_recipe(file: Path, output: Path | None, targets: tuple[str, ...], force
     from_environ()
     d = init(file, output, targets, force)
     click.echo(f"wrote {d.output}: {d.summary()}")
-
-
-@cli.command(
-    help="sign a bundle with an Ed25519 private key: appends a signature the loader checks "
-    "when a service configures trusted keys; run it last, after merge",
-    short_help="sign a bundle with an Ed25519 private key",
-)
-@click.argument("bundle", type=INPUT)
-@click.option("--key", "key", type=INPUT, required=True, metavar="KEY", help="the private key")
-@click.option(
-    "-o", "--output", type=OUTPUT, help="write the signed bundle here (default: in place)"
-)
-def sign(bundle: Path, key: Path, output: Path | None) -> None:
-    from ..sign import sign as sign_bundle
-
-    from_environ()
-    if output is not None:
-        check_output(output)
-    r = sign_bundle(bundle, key, output)
-    again = "" if r.replaced is None else f" (replacing a signature by key {r.replaced})"
-    click.echo(f"signed {r.output} with key {r.key_id}{again}")
-
-
-@cli.command(
-    help="make an Ed25519 key pair for `aotc sign`: NAME.key (private, mode 0600; keep it in "
-    "a CI secret) and NAME.pub (public; give it to services)",
-    short_help="make an Ed25519 key pair for aotc sign",
-)
-@click.option("-o", "--output", "name", type=OUTPUT, required=True, metavar="NAME",
-              help="writes NAME.key and NAME.pub")  # fmt: skip
-def keygen(name: Path) -> None:
-    from ..sign import keygen as make_keys
-
-    from_environ()
-    kp = make_keys(name)
-    click.echo(
-        f"wrote {kp.private} (private key: keep it secret, e.g. a CI secret) and {kp.public} "
-        f"(public key: give it to services, e.g. AOTC_TRUSTED_KEYS={kp.public})\n"
-        f"key id {kp.key_id}"
-    )

@@ -10,7 +10,8 @@ choices as the GPU runners would. For each (kernel, target, dtypes, bucket):
 - transferred: a target with no measurements takes the winner of the closest measured
   target of the same arch family (same compute capability major; nearest minor, then
   nearest SM count), if that config fits it;
-- otherwise the heuristic.
+- otherwise the fallback: the heuristic, or for a kernel whose recipe asks for it the
+  learned cost model's prediction (aot/costmodel/predict.py).
 """
 
 from __future__ import annotations
@@ -228,6 +229,7 @@ def count(plan: Plan, choose: Chooser) -> dict[str, int]:
     for inst in plan.instances:
         for bucket in inst.buckets:
             how = choose(inst, bucket)[0].how
-            key = "heuristic" if how == HEURISTIC else how.split()[0]
+            # "untuned (heuristic; cost model unavailable: …)" is the heuristic too
+            key = "heuristic" if how.startswith(HEURISTIC[:-1]) else how.split()[0]
             counts[key] = counts.get(key, 0) + 1
     return counts

@@ -21,6 +21,7 @@ from typing import Any
 from loader import manifest as mf
 
 from ..compile import Compiled, CompilePool
+from ..costmodel import predict
 from ..dtypes import KERNEL_TOLERANCE
 from ..heuristic import rank
 from ..kernel_env import env_at, fixed_for, sizes_at
@@ -160,9 +161,7 @@ class Tuner:
         ranked = rank(inst, bucket)
         # A bucket warm-started from its neighbour's best has found its region already.
         patience = min(t.patience, t.warm_patience) if warm else t.patience
-        search = strategies.make(
-            t.strategy, ranked, budget=t.budget, patience=patience, seed=seed, warm=warm
-        )
+        search = self._search(inst, bucket, ranked, patience=patience, seed=seed, warm=warm)
         while (config := search.ask()) is not None:
             ms, benchmarked = self.measure(inst, bucket, config, worker)
             search.tell(config, ms, benchmarked=benchmarked)
@@ -191,6 +190,19 @@ class Tuner:
                 else:
                     self.measure(inst, bucket, item, worker, kind=FINAL, round_=r)
         return finalists[:WARM_START]
+
+    def _search(self, inst: Instance, bucket: tuple[int, ...], ranked: list[Config], *,
+                patience: int, seed: int, warm: list[Config]) -> strategies.Search:  # fmt: skip
+        """The recipe's strategy, starting from the heuristic's order; for a kernel that asks
+        for the learned cost model, from the model's order (spilling candidates last). The
+        ``model`` strategy then refits its surrogate to the bucket's measurements as they
+        come."""
+        t = inst.kernel.tune
+        learned = predict.tuning_order(inst, bucket, lambda v: self.pool.submit(inst, v).result())
+        order = ranked if learned is None else learned
+        return strategies.make(
+            t.strategy, order, budget=t.budget, patience=patience, seed=seed, warm=warm
+        )
 
     def _verified_finalists(
         self, inst: Instance, bucket: tuple[int, ...], ordered: list[Config], worker: GpuWorker

@@ -1,0 +1,159 @@
+"""Tuning databases as training data: one group per measured bucket, resolved to the
+recipe instance that produced it.
+
+A group is one (database, kernel, source, device, dtypes, problem): every config measured
+there, with its time. A config's time is its benchmark's median, or the median of its
+interleaved re-measurement rounds where it was a finalist (the more careful figure); a
+config that failed its benchmark or its verification is kept apart, never a label.
+
+Features need the recipe a record came from (its grid, sizes and ``tune`` expressions)
+and the compiled variant. Records name their kernel and its source hash, so recipes are
+matched by content: a ``Catalog`` of recipe files (or folders searched for ``*.toml``)
+resolves each group to the instance whose kernel has that name and source hash, whose
+dtypes are the group's and whose target has the device's arch. A group no recipe
+matches is counted and left out, never guessed at.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import AotcError, UsageError
+from ..plan import Config, Instance, Plan, make_plan
+from ..recipe import load
+from ..targets import GPU, resolve
+from ..tune.db import Record
+from ..tune.decide import problem
+
+Problem = tuple[tuple[str, int], ...]
+Dtypes = tuple[tuple[str, str], ...]
+Key = tuple[str, str, str, str, Dtypes, Problem]  # kernel, source, device, arch, dtypes, problem
+
+
+@dataclass(frozen=True)
+class Group:
+    db: str  # the database's file name: groups of two databases never mix
+    kernel: str
+    source: str
+    device: str
+    arch: str
+    dtypes: tuple[tuple[str, str], ...]
+    problem: Problem
+    times: Mapping[str, float]  # config id -> ms
+    failed: frozenset[str] = frozenset()
+
+    @property
+    def best(self) -> float:
+        return min(self.times.values())
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    """A database's records, plain or gzip-compressed JSON lines."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt") as f:
+            for n, line in enumerate(f, 1):
+                if line.strip():
+                    try:
+                        yield Record.from_json(json.loads(line))
+                    except (ValueError, KeyError, TypeError) as exc:
+                        raise UsageError(f"{path}:{n}: not a tuning record ({exc})") from None
+    except OSError as exc:
+        raise UsageError(
+            f"{path}: cannot read the tuning database ({exc.strerror or exc})"
+        ) from None
+
+
+def groups(records: Iterable[Record], db: str) -> list[Group]:
+    """One group per measured bucket, with at least two configs timed (one config ranks
+    nothing)."""
+    bench: dict[Key, dict[str, float]] = defaultdict(dict)
+    rounds: dict[Key, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    failed: dict[Key, set[str]] = defaultdict(set)
+    for r in records:
+        key: Key = (r.kernel, r.source, r.device, r.arch, tuple(sorted(r.dtypes.items())),
+               tuple(sorted(r.problem.items())))  # fmt: skip
+        if r.kind == "bench" and r.ok and r.ms:
+            bench[key][r.config] = r.ms
+        elif r.kind == "final" and r.ok and r.ms:
+            rounds[key][r.config].append(r.ms)
+        elif r.kind in ("bench", "verify") and not r.ok:
+            failed[key].add(r.config)
+    out = []
+    for key, times in sorted(bench.items(), key=lambda kv: repr(kv[0])):
+        truth = {c: ms for c, ms in times.items() if c not in failed[key]}
+        for cid, ms in rounds[key].items():
+            if cid in truth:
+                truth[cid] = statistics.median(ms)
+        if len(truth) < 2:
+            continue
+        kernel, source, device, arch, dtypes, prob = key
+        out.append(Group(db, kernel, source, device, arch, dtypes, prob, truth,
+                         frozenset(failed[key])))  # fmt: skip
+    return out
+
+
+def device_gpu(device: str, fallback: GPU) -> GPU:
+    """The targets table's entry for a device name ("NVIDIA H200" -> H200)."""
+    for token in device.replace("NVIDIA", " ").split():
+        try:
+            return resolve(token)
+        except ValueError:
+            continue
+    return fallback
+
+
+@dataclass
+class Resolved:
+    plan: Plan
+    inst: Instance
+    bucket: tuple[int, ...]
+    gpu: GPU
+    configs: dict[str, Config] = field(default_factory=dict)
+
+
+class Catalog:
+    """Recipes by the kernels they define, for resolving groups to instances."""
+
+    def __init__(self, paths: Sequence[Path]):
+        self.plans: list[Plan] = []
+        self.skipped: list[str] = []
+        for path in _recipe_files(paths):
+            try:
+                self.plans.append(make_plan(load(path)))
+            except AotcError as exc:  # a folder may hold other TOML files
+                self.skipped.append(f"{path}: {str(exc).splitlines()[0][:160]}")
+        self._by_source: dict[tuple[str, str], list[tuple[Plan, Instance]]] = defaultdict(list)
+        for plan in self.plans:
+            for inst in plan.instances:
+                key = (inst.kernel.name, plan.sources[inst.kernel.name].cache_key)
+                self._by_source[key].append((plan, inst))
+
+    def resolve(self, g: Group) -> Resolved | None:
+        for plan, inst in self._by_source.get((g.kernel, g.source), ()):
+            if inst.dtypes != g.dtypes or inst.target.arch != g.arch:
+                continue
+            for bucket in inst.buckets:
+                if tuple(sorted(problem(inst, bucket).items())) == g.problem:
+                    configs = {c.id: c for c in inst.candidates(bucket)}
+                    return Resolved(plan, inst, bucket, device_gpu(g.device, inst.target),
+                                    configs)  # fmt: skip
+        return None
+
+
+def _recipe_files(paths: Sequence[Path]) -> list[Path]:
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*.toml") if q.is_file())
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UsageError(f"--recipe {p}: no such file or folder")
+    return list(dict.fromkeys(out))

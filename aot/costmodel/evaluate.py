@@ -1,0 +1,136 @@
+"""Leave-one-kernel-out: for each kernel held out, a model trained on every other kernel
+picks each of its measured buckets' config; the pick's measured time over the bucket's
+best measured time says how good a CPU-only build would have been. The analytical
+heuristic's pick and a random pick (the mean over the bucket's timed configs) are scored
+the same way. A kernel is a source (the hash records carry): the same kernel tuned in
+two recipes is held out whole.
+
+Where two databases measured the same bucket of the same kernel (the exhaustive pass and
+the example's tune), the bucket is scored once, on the database that timed more configs.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .dataset import Dataset, Example
+from .model import Model, train
+
+
+@dataclass(frozen=True)
+class Scored:
+    example: Example
+    model: float  # the model's pick: its time over the bucket's best
+    heuristic: float
+    random: float  # the mean over the timed configs
+    spilled: bool  # the model's pick spills while a timed config does not
+    unrestricted: float  # the model's best-scored config, spilling or not
+    best_spills: bool  # the bucket's fastest config spills while another does not
+
+
+def pick(model: Model, rows: Sequence[Sequence[float]], spills: Sequence[bool]) -> int:
+    """The index of the best-scored row, among those that do not spill if any does not."""
+    scores = model.score(rows)
+    clean = [i for i, s in enumerate(spills) if not s] or list(range(len(rows)))
+    return max(clean, key=lambda i: (scores[i], -i))
+
+
+def order(model: Model, rows: Sequence[Sequence[float]], spills: Sequence[bool]) -> list[int]:
+    """Row indices best-predicted first, the spilling ones last."""
+    scores = model.score(rows)
+    return sorted(range(len(rows)), key=lambda i: (spills[i], -scores[i], i))
+
+
+def score(model: Model, e: Example) -> Scored:
+    best = min(e.times)
+    i = pick(model, e.rows.matrix, e.rows.spills)
+    ids = [c.id for c in e.rows.configs]
+    h = ids.index(e.heuristic[0])
+    mixed = any(e.rows.spills) and not all(e.rows.spills)
+    free = pick(model, e.rows.matrix, [False] * len(e.times))
+    fastest = e.times.index(best)
+    return Scored(e, e.times[i] / best, e.times[h] / best,
+                  statistics.mean(t / best for t in e.times), e.rows.spills[i] and mixed,
+                  e.times[free] / best, e.rows.spills[fastest] and mixed)  # fmt: skip
+
+
+def evaluated(ds: Dataset) -> list[Example]:
+    """One example per (kernel, device, dtypes, problem): the one with most configs."""
+    keep: dict[tuple[Any, ...], Example] = {}
+    for e in ds.examples:
+        g = e.group
+        key = (e.family, g.device, g.dtypes, g.problem)
+        if key not in keep or len(e.times) > len(keep[key].times):
+            keep[key] = e
+    return list(keep.values())
+
+
+def leave_one_out(ds: Dataset, params: dict[str, Any] | None = None) -> list[Scored]:
+    out: list[Scored] = []
+    targets = evaluated(ds)
+    for family in sorted({e.family for e in ds.examples}):
+        rest = [(e.rows.matrix, e.times) for e in ds.examples if e.family != family]
+        model = train(rest, params)
+        out += [score(model, e) for e in targets if e.family == family]
+    return out
+
+
+def geomean(xs: Sequence[float]) -> float:
+    return math.exp(statistics.mean(math.log(x) for x in xs)) if xs else float("nan")
+
+
+def table(results: Sequence[Scored]) -> str:
+    """Per kernel: buckets, then geometric mean and worst of each picker; then all."""
+    lines = [
+        "| kernel held out | buckets | configs/bucket | model geomean | model worst | "
+        "heuristic geomean | heuristic worst | random geomean | within 1.25× |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    by: dict[str, list[Scored]] = {}
+    for r in results:
+        by.setdefault(r.example.label, []).append(r)
+    for label in sorted(by):
+        lines.append(_row(label, by[label]))
+    lines.append(_row("**all**", list(results)))
+    spills = sum(r.spilled for r in results)
+    mixed = [r for r in results if any(r.example.rows.spills) and not all(r.example.rows.spills)]
+    lines.append("")
+    lines.append(f"spilling picks where a non-spilling config was timed: {spills}")
+    lines.append(
+        f"buckets that timed spilling and non-spilling configs: {len(mixed)}; the fastest "
+        f"spills in {sum(r.best_spills for r in mixed)}. The model's best-scored config, "
+        f"spilling allowed: geomean {geomean([r.unrestricted for r in results]):.3f}×, "
+        f"worst {max((r.unrestricted for r in results), default=float('nan')):.2f}× "
+        "(the shipped rule never picks a spilling config where one does not spill)"
+    )
+    return "\n".join(lines)
+
+
+def _row(label: str, rs: Sequence[Scored]) -> str:
+    m = [r.model for r in rs]
+    h = [r.heuristic for r in rs]
+    rnd = [r.random for r in rs]
+    per = statistics.median(len(r.example.times) for r in rs)
+    ok = sum(x <= 1.25 for x in m)
+    cells = [label, str(len(rs)), f"{per:.0f}", f"{geomean(m):.3f}×", f"{max(m):.2f}×",
+             f"{geomean(h):.3f}×", f"{max(h):.2f}×", f"{geomean(rnd):.3f}×",
+             f"{ok}/{len(rs)}"]  # fmt: skip
+    return "| " + " | ".join(cells) + " |"
+
+
+def buckets(results: Sequence[Scored]) -> str:
+    """Every bucket: the three pickers' ratios."""
+    lines = ["| kernel | dtypes | problem | configs | model | heuristic | random |",
+             "|---|---|---|---:|---:|---:|---:|"]  # fmt: skip
+    for r in sorted(results, key=lambda r: (r.example.label, r.example.group.dtypes,
+                                             r.example.group.problem)):  # fmt: skip
+        g = r.example.group
+        dt = ",".join(f"{k}={v}" for k, v in g.dtypes)
+        pr = " ".join(f"{k}={v}" for k, v in g.problem)
+        lines.append(f"| {r.example.label} | {dt} | {pr} | {len(r.example.times)} | "
+                     f"{r.model:.2f}× | {r.heuristic:.2f}× | {r.random:.2f}× |")  # fmt: skip
+    return "\n".join(lines)

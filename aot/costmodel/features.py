@@ -1,0 +1,220 @@
+"""Features of one (kernel, config, bucket, target), from what a build knows without a GPU.
+
+Every feature is a number normalised to transfer across kernels: logs of sizes, ratios to
+the target's limits, and ratios to the best value among the bucket's candidates (the
+``*_rel`` features: a ranking model compares configs within a bucket, and "the largest
+tile of this bucket" means the same thing for a norm and for a matmul, where "a 128×256
+tile" does not). NaN where a value is unknown (a recipe without ``tune.flops``): the
+boosted trees route it on their own. The table ``FEATURES`` documents each; its order
+is the model's column order, so appending keeps old models readable and anything else
+needs a new model version.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loader import cubin as cubin_mod
+from loader.expr import Expr
+
+from ..heuristic import cost as heuristic_cost
+from ..kernel_env import EnvError, env_at
+from ..plan import Config, Instance
+from ..targets import GPU
+
+EIATTR_FRAME_SIZE = 0x11  # bytes of local memory (the stack frame) per thread
+NAN = float("nan")
+
+FEATURES: tuple[tuple[str, str], ...] = (
+    ("log2_warps", "log2 of num_warps"),
+    ("stages", "num_stages"),
+    ("log2_tile", "log2 of the output tile: the product of the meta-parameters the grid reads"),
+    ("log2_block", "log2 of the product of every integer meta-parameter named *BLOCK*"),
+    ("tile_aspect", "log2 of the largest over the smallest tile side (0 for one side)"),
+    ("log2_tile_per_thread", "log2 of tile elements per thread"),
+    ("log2_block_per_thread", "log2 of block elements per thread"),
+    ("regs_frac", "registers per thread over the target's 255"),
+    ("log2_local", "log2(1 + local memory bytes per thread): spills, in Triton's kernels"),
+    ("spills", "1 when the cubin has a local stack frame (spilled registers), else 0"),
+    ("shared_frac", "shared memory per block over the target's shared memory per SM"),
+    ("blocks_per_sm", "resident blocks per SM, limited by registers, shared memory, threads"),
+    ("occupancy", "resident warps per SM over the target's maximum"),
+    ("log2_programs", "log2 of the grid's programs at the bucket's upper bound"),
+    ("sm_fill", "programs over SMs, at most 1: how much of the GPU one wave uses"),
+    ("log2_waves", "log2 of programs over (SMs × resident blocks per SM)"),
+    ("tail_waste", "the idle share of the last wave: 1 − waves / ceil(waves)"),
+    ("log2_flops", "log2 of the recipe's tune.flops at the bucket (NaN if not given)"),
+    ("log2_bytes", "log2 of the recipe's tune.bytes at the bucket (NaN if not given)"),
+    ("log2_intensity_vs_ridge", "log2 of flops/bytes over the target's peak flops/bandwidth"),
+    ("log2_flops_per_program", "log2 of tune.flops per program"),
+    ("log2_bytes_per_program", "log2 of tune.bytes per program"),
+    ("log2_sms", "log2 of the target's SMs"),
+    ("log2_peak_tflops", "log2 of the target's peak fp16 TFLOP/s"),
+    ("log2_peak_gbps", "log2 of the target's peak memory bandwidth"),
+    ("coverage_rel", "log2 of programs × tile over the bucket's smallest: tile overhang"),
+    ("heuristic_rel", "log2 of the analytical heuristic's cost over the bucket's best"),
+    ("tile_rel", "log2_tile minus the bucket's largest"),
+    ("block_rel", "log2_block minus the bucket's largest"),
+    ("warps_rel", "log2_warps minus the bucket's largest"),
+    ("stages_rel", "num_stages minus the bucket's largest"),
+    ("occupancy_rel", "occupancy over the bucket's largest"),
+    ("waves_rel", "log2_waves minus the bucket's smallest"),
+    ("regs_rel", "regs_frac minus the bucket's smallest"),
+)
+NAMES = tuple(n for n, _ in FEATURES)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the compiled cubin says of a variant."""
+
+    regs: int  # per thread
+    shared: int  # bytes per block
+    local: int  # bytes of local memory per thread (the stack frame)
+
+    @property
+    def spills(self) -> bool:
+        return self.local > 0
+
+
+def local_bytes(data: bytes, function: str) -> int:
+    """The kernel's stack frame (EIATTR_FRAME_SIZE), bytes per thread. Triton allocates
+    nothing in local memory itself, so a frame means ptxas spilled registers."""
+    sections = cubin_mod._sections(data)
+    symbols = cubin_mod._symbols(data, sections)
+    frames: dict[str, int] = {}
+    for sec in sections:
+        if sec.name != ".nv.info":
+            continue
+        for attr, payload in cubin_mod._attributes(data, sec):
+            if attr == EIATTR_FRAME_SIZE and len(payload) == 8:
+                sym, size = struct.unpack("<II", payload)
+                frames[symbols.get(sym, str(sym))] = size
+    return frames.get(function, max(frames.values(), default=0))
+
+
+def _log2(x: float) -> float:
+    return math.log2(x) if x > 0 else NAN
+
+
+def _tile(config: Config, grid: tuple[Expr, Expr, Expr]) -> list[int]:
+    meta = dict(config.meta)
+    names = sorted(set().union(*(g.names for g in grid)) & meta.keys())
+    return [int(v) for n in names if isinstance(v := meta[n], int) and not isinstance(v, bool)]
+
+
+def _block(config: Config, tile: Sequence[int]) -> int:
+    dims = [
+        int(v)
+        for k, v in config.meta
+        if "BLOCK" in k.upper() and isinstance(v, int) and not isinstance(v, bool) and v > 0
+    ]
+    return math.prod(dims) if dims else max(1, math.prod(tile))
+
+
+def blocks_per_sm(gpu: GPU, threads: int, facts: Facts) -> int:
+    """Resident blocks per SM: registers are allocated per warp in units of 256, shared
+    memory per block (with 1 KiB reserved by the driver on sm_80+)."""
+    warps = max(1, threads // 32)
+    regs_per_warp = math.ceil(max(facts.regs, 1) * 32 / 256) * 256
+    by_regs = gpu.regs_per_sm // (regs_per_warp * warps)
+    by_smem = gpu.smem_per_sm // (facts.shared + 1024) if facts.shared else gpu.max_blocks_per_sm
+    by_threads = gpu.max_threads_per_sm // threads
+    return max(0, min(by_regs, by_smem, by_threads, gpu.max_blocks_per_sm))
+
+
+def _problem(inst: Instance, env: Mapping[str, Any]) -> tuple[float, float]:
+    t = inst.kernel.tune
+    flops = float(t.flops.evaluate(env)) if t.flops is not None else NAN
+    nbytes = float(t.bytes.evaluate(env)) if t.bytes is not None else NAN
+    return flops, nbytes
+
+
+def raw(
+    inst: Instance, config: Config, bucket: tuple[int, ...], gpu: GPU, facts: Facts
+) -> dict[str, float]:
+    """The features that need nothing but this config (the ``*_rel`` ones come from
+    ``relative`` over the bucket's candidates)."""
+    kr = inst.kernel
+    point = dict(zip(kr.buckets, bucket, strict=True))
+    try:
+        env = env_at(kr, point, config, {**gpu.properties()}, dict(inst.dtypes))
+        programs = math.prod(max(int(g.evaluate(env)), 0) for g in kr.grid)
+        heur = heuristic_cost(config, kr.grid, env, gpu.sms)
+        flops, nbytes = _problem(inst, env)
+    except (EnvError, ArithmeticError, ValueError, TypeError):
+        programs, heur, flops, nbytes = 0, NAN, NAN, NAN
+    tile = _tile(config, kr.grid)
+    work = math.prod(tile) if tile else 1
+    threads = config.num_warps * 32
+    resident = blocks_per_sm(gpu, threads, facts)
+    waves = programs / (gpu.sms * resident) if resident and programs else NAN
+    ridge = gpu.tflops_16 * 1e12 / (gpu.gbps * 1e9)
+    return {
+        "log2_warps": math.log2(config.num_warps),
+        "stages": float(config.num_stages),
+        "log2_tile": math.log2(work),
+        "log2_block": math.log2(_block(config, tile)),
+        "tile_aspect": math.log2(max(tile) / min(tile)) if len(tile) > 1 and min(tile) else 0.0,
+        "log2_tile_per_thread": math.log2(work / threads) if tile else NAN,
+        "log2_block_per_thread": math.log2(_block(config, tile) / threads),
+        "regs_frac": facts.regs / gpu.max_regs_per_thread,
+        "log2_local": math.log2(1 + facts.local),
+        "spills": float(facts.spills),
+        "shared_frac": facts.shared / gpu.smem_per_sm,
+        "blocks_per_sm": float(resident),
+        "occupancy": resident * config.num_warps / (gpu.max_threads_per_sm / 32),
+        "log2_programs": _log2(programs),
+        "sm_fill": min(1.0, programs / gpu.sms),
+        "log2_waves": _log2(waves),
+        "tail_waste": 1 - waves / math.ceil(waves) if waves == waves and waves > 0 else NAN,
+        "log2_flops": _log2(flops),
+        "log2_bytes": _log2(nbytes),
+        "log2_intensity_vs_ridge": _log2(flops / nbytes / ridge) if nbytes > 0 else NAN,
+        "log2_flops_per_program": _log2(flops / programs) if programs else NAN,
+        "log2_bytes_per_program": _log2(nbytes / programs) if programs else NAN,
+        "log2_sms": math.log2(gpu.sms),
+        "log2_peak_tflops": math.log2(gpu.tflops_16),
+        "log2_peak_gbps": math.log2(gpu.gbps),
+        "_coverage": float(programs * work),  # for relative(); not a model column
+        "_heuristic": heur,
+    }
+
+
+def _finite(xs: Sequence[float]) -> list[float]:
+    return [x for x in xs if x == x and not math.isinf(x)]
+
+
+def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
+    """The bucket's candidates as model rows (in ``NAMES`` order): each raw row plus the
+    features relative to the best of the bucket."""
+
+    def best(key: str, pick: Any) -> float:
+        vals = _finite([r[key] for r in rows])
+        return float(pick(vals)) if vals else NAN
+
+    cov = best("_coverage", lambda v: min(x for x in v if x > 0) if any(x > 0 for x in v) else 0)
+    top = {k: best(k, max) for k in ("log2_tile", "log2_block", "log2_warps", "stages",
+                                     "occupancy")}  # fmt: skip
+    low = {k: best(k, min) for k in ("log2_waves", "regs_frac", "_heuristic")}
+    out = []
+    for r in rows:
+        rel = {
+            "coverage_rel": _log2(r["_coverage"] / cov) if cov and cov == cov else NAN,
+            "heuristic_rel": _log2(r["_heuristic"] / low["_heuristic"])
+            if low["_heuristic"] and low["_heuristic"] == low["_heuristic"] else NAN,
+            "tile_rel": r["log2_tile"] - top["log2_tile"],
+            "block_rel": r["log2_block"] - top["log2_block"],
+            "warps_rel": r["log2_warps"] - top["log2_warps"],
+            "stages_rel": r["stages"] - top["stages"],
+            "occupancy_rel": r["occupancy"] / top["occupancy"] if top["occupancy"] else NAN,
+            "waves_rel": r["log2_waves"] - low["log2_waves"],
+            "regs_rel": r["regs_frac"] - low["regs_frac"],
+        }  # fmt: skip
+        full = {**r, **rel}
+        out.append([float(full[n]) for n in NAMES])
+    return out

@@ -1,0 +1,136 @@
+"""The learned cost model: a LightGBM ranker over ``features.NAMES``.
+
+LightGBM because its wheel is small and self-contained (numpy and scipy aside), it has a
+native ranking objective (lambdarank: what matters is the order of configs within a
+bucket, not their absolute times, which vary between machines of one kind by tens of
+percent), and it saves a model as portable, diffable text that any version reads. It is
+in the ``build`` extra, never the loader's dependencies, and imported only when a model
+is trained or used.
+
+A group is one bucket of one (kernel, target, dtypes); a row's label is its relevance:
+``LEVELS`` for a config within ``STEP`` of the bucket's best, one less per further factor
+of ``1 + STEP``, 0 from about 2.7× on. Training is deterministic: seeded, one thread,
+LightGBM's deterministic mode; the same rows give the same model text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import AotcError
+from .features import NAMES
+
+VERSION = 1
+LEVELS = 20
+STEP = 0.05
+ROUNDS = 300  # boosting rounds
+PARAMS: dict[str, Any] = {
+    "objective": "lambdarank",
+    "learning_rate": 0.05,
+    "num_leaves": 15,
+    "min_data_in_leaf": 10,
+    "feature_fraction": 0.8,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "lambdarank_truncation_level": 20,
+    "label_gain": [float(i) for i in range(LEVELS + 1)],
+    "seed": 0,
+    "num_threads": 1,
+    "deterministic": True,
+    "force_row_wise": True,
+    "verbose": -1,
+}
+
+
+class CostModelUnavailable(AotcError):
+    """The cost model cannot be used here: lightgbm is missing, or the model file is not
+    one this aotc reads. The message says which and what to do."""
+
+    exit_code = 2
+
+
+def _lightgbm() -> Any:
+    try:
+        import lightgbm
+    except ImportError:
+        raise CostModelUnavailable(
+            "lightgbm is not installed: pip install 'aotc[build]' (or pip install lightgbm)"
+        ) from None
+    return lightgbm
+
+
+def relevance(ms: float, best: float) -> int:
+    """A config's label within its bucket: LEVELS at the best, 0 far from it."""
+    steps = math.floor(math.log(max(ms / best, 1.0)) / math.log(1 + STEP))
+    return max(0, LEVELS - steps)
+
+
+@dataclass(frozen=True)
+class Model:
+    """A trained ranker: higher scores are predicted faster."""
+
+    booster: Any
+    text: str
+    version: int = VERSION
+
+    def score(self, matrix: Sequence[Sequence[float]]) -> list[float]:
+        if not matrix:
+            return []
+        import numpy as np
+
+        x = np.asarray(matrix, dtype=np.float64)
+        return [float(s) for s in self.booster.predict(x, num_threads=1)]
+
+
+def train(
+    groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[float]]],
+    params: dict[str, Any] | None = None,
+) -> Model:
+    """A model from groups of (feature rows, times in ms)."""
+    lgb = _lightgbm()
+    import numpy as np
+
+    xs: list[Sequence[float]] = []
+    ys: list[int] = []
+    sizes: list[int] = []
+    for rows, times in groups:
+        best = min(times)
+        xs += rows
+        ys += [relevance(t, best) for t in times]
+        sizes.append(len(rows))
+    if not sizes:
+        raise CostModelUnavailable("no measured bucket to train on (each needs two configs)")
+    settings = {**PARAMS, **(params or {})}
+    rounds = int(settings.pop("rounds", ROUNDS))
+    data = lgb.Dataset(np.asarray(xs, dtype=np.float64), label=np.asarray(ys), group=sizes,
+                       feature_name=list(NAMES), params={"verbose": -1})  # fmt: skip
+    booster = lgb.train(settings, data, num_boost_round=rounds)
+    return Model(booster, booster.model_to_string(num_iteration=-1))
+
+
+def loads(text: str, where: str) -> Model:
+    """A model from its text; refused when its features are not this aotc's."""
+    lgb = _lightgbm()
+    try:
+        booster = lgb.Booster(model_str=text)
+    except Exception as exc:  # LightGBM raises its own LightGBMError on a damaged text
+        raise CostModelUnavailable(f"{where}: not a LightGBM model ({exc})") from None
+    names = tuple(booster.feature_name())
+    if names != NAMES:
+        raise CostModelUnavailable(
+            f"{where}: its features ({len(names)}) are not this aotc's ({len(NAMES)}); "
+            "train it again with `aotc cost-model train`"
+        )
+    return Model(booster, text)
+
+
+def load_file(path: Path) -> Model:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise CostModelUnavailable(f"{path}: cannot read the model ({exc.strerror})") from None
+    return loads(text, str(path))

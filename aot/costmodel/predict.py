@@ -1,0 +1,123 @@
+"""The cost model in the build: a chooser for buckets no GPU measured, and the order in
+which the tuner measures candidates.
+
+Opt-in per kernel (``[kernel.tune] predict = "cost-model"``) while the model's CPU-only
+picks are being checked on GPUs; the default stays the analytical heuristic, so bundles
+of recipes that do not ask are unchanged byte for byte.
+
+Scoring a bucket needs every candidate's compiled facts (registers, spills, shared
+memory), so the first bucket of an instance compiles the generic variant of each of its
+candidates (through the compile cache, which the build's selection then reads back). The
+bucket's choices are its candidates in the model's order, those that compile without
+spilling first: a spilling config is shipped only when every candidate spills. Where the
+model cannot be used (lightgbm missing, a model file this aotc cannot read, no candidate
+compiling), the heuristic's order is used and the reason is recorded in how the bucket
+was chosen.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from ..compile import Compiled
+from ..env import Environment
+from ..plan import Config, Instance, Plan, Variant
+from ..select import HEURISTIC, Chooser, Pick
+from .model import VERSION, CostModelUnavailable, Model, load_file
+from .table import compile_for, rows, variant_for
+
+COST_MODEL = "cost-model"
+PREDICTED = f"predicted (cost model v{VERSION})"
+SHIPPED = Path(__file__).parent / "data" / f"model-v{VERSION}.txt"
+
+
+@functools.cache
+def shipped() -> Model:
+    """The model aotc ships (package data), loaded once per process."""
+    return load_file(SHIPPED)
+
+
+def wants(inst: Instance) -> bool:
+    return getattr(inst.kernel.tune, "predict", "heuristic") == COST_MODEL
+
+
+def unavailable(reason: str) -> str:
+    """How a bucket is recorded when the model was asked for and could not be used."""
+    return f"{HEURISTIC.removesuffix(')')}; cost model unavailable: {reason})"
+
+
+def ordered(
+    model: Model,
+    inst: Instance,
+    bucket: tuple[int, ...],
+    compiled: Mapping[Variant, Compiled],
+    *,
+    spills_last: bool = True,
+) -> list[Config]:
+    """The bucket's candidates that compiled, best predicted first; with ``spills_last``
+    (what ships without a GPU), the spilling ones after every one that does not spill."""
+    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled)
+    if not rw.configs:
+        return []
+    scores = model.score(rw.matrix)
+    demote = rw.spills if spills_last else (False,) * len(rw.configs)
+    idx = sorted(range(len(rw.configs)), key=lambda i: (demote[i], -scores[i], i))
+    return [rw.configs[i] for i in idx]
+
+
+def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
+    """``fallback`` for kernels that do not ask for the model; the model's order for those
+    that do, compiling each such instance's candidates on first use."""
+    if not any(wants(inst) for inst in plan.instances):
+        return fallback
+    orders: dict[tuple[object, ...], list[Config] | str] = {}
+
+    def prepare(inst: Instance) -> None:
+        try:
+            model = shipped()
+        except CostModelUnavailable as exc:
+            for b in inst.buckets:
+                orders[(inst.key, b)] = (
+                    str(exc).split(":")[0] if "lightgbm" in str(exc) else str(exc)
+                )
+            return
+        wanted = [(inst, c, b) for b in inst.buckets for c in inst.candidates(b)]
+        compiled = compile_for(plan, wanted, env)
+        for b in inst.buckets:
+            configs = ordered(model, inst, b, compiled)
+            orders[(inst.key, b)] = configs or "no candidate compiled"
+
+    def choose(inst: Instance, bucket: tuple[int, ...]) -> list[Pick]:
+        if not wants(inst):
+            return fallback(inst, bucket)
+        if (inst.key, bucket) not in orders:
+            prepare(inst)
+        found = orders[(inst.key, bucket)]
+        if isinstance(found, str):
+            return [Pick(p.config, unavailable(found), p.metrics) for p in fallback(inst, bucket)]
+        return [Pick(c, PREDICTED) for c in found]
+
+    return choose
+
+
+def tuning_order(
+    inst: Instance,
+    bucket: tuple[int, ...],
+    result: Callable[[Variant], Compiled],
+) -> list[Config] | None:
+    """For the tuner: the bucket's candidates that compiled, in the model's order, or None
+    where the model cannot be used (the tuner keeps the heuristic's order). Spilling
+    candidates are not demoted here: the GPU measures them, and on the H200 the fastest
+    config spilled in most matmul buckets (benchmarks/RESULTS.md, issue 19). ``result``
+    waits for a variant's compile."""
+    if not wants(inst):
+        return None
+    try:
+        model = shipped()
+    except CostModelUnavailable:
+        return None
+    configs = inst.candidates(bucket)
+    compiled = {v: result(v) for v in {variant_for(inst, c, bucket) for c in configs}}
+    return ordered(model, inst, bucket, compiled, spills_last=False) or None

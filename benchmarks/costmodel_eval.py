@@ -1,0 +1,166 @@
+"""The learned cost model on the CPU, from the committed H200 measurements (issue 19).
+
+    python benchmarks/costmodel_eval.py [--json out.json] [--seeds 20]
+
+1. Leave-one-kernel-out: for each kernel (a source hash) held out, a model trained on all
+   the other kernels' buckets picks each held-out bucket's config (the best-scored one that
+   does not spill, when one does not); the pick's measured time over the bucket's best
+   measured time, beside the analytical heuristic's pick and a random pick (the mean over
+   the bucket's timed configs). Only timed configs can be scored, so where a database
+   timed a sample (the MoE: 24 of 144 configs; the example's and the MLP's tunes) the
+   "best" is the best of that sample.
+2. Tuning sample efficiency on the exhaustive matmul and RMSNorm tables, replayed with
+   benchmarks/sample_efficiency.py's machinery (noise drawn from the spread between
+   re-measurement rounds, 20 seeds): the ``model`` strategy started from the heuristic's
+   order (what the tuner does today) and from the learned model's (trained without the
+   kernel: what it does for a kernel with ``predict = "cost-model"``), side by side.
+
+Compiles every timed config once (about 1000 variants, through the compile cache:
+AOTC_CACHE_DIR); needs lightgbm. No GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+DATA = ROOT / "benchmarks" / "data"
+DBS = [DATA / "h200-exhaustive.tunedb.jsonl.gz", DATA / "h200-example.tunedb.jsonl.gz",
+       DATA / "h200-mlp.tunedb.jsonl.gz",
+       *sorted((DATA / "h200-gallery").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
+RECIPES = [ROOT / "benchmarks" / "recipes" / "exhaustive.toml", ROOT / "recipes" / "example.toml",
+           ROOT / "recipes" / "mlp.toml", ROOT / "recipes" / "gallery",
+           ROOT / "tests" / "data" / "shipped" / "shipped.toml"]  # fmt: skip
+EXHAUSTIVE = "h200-exhaustive.tunedb.jsonl.gz"
+
+
+SETTINGS = (("cold", 30), ("cold", 8), ("warm", 15), ("warm", 4))  # (start, patience); budget 60
+
+
+def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Per exhaustive bucket, for the heuristic's order and the learned model's (trained
+    without the kernel): benchmarks until the best-looking config is within 3% with the
+    order alone, and the ``model`` strategy started from that order (budget 60, patience
+    30 cold / 15 warm as the example's recipe has it, and 8 / 4), its benchmarks spent and
+    how often its final pick (5 finalists, 5 rounds) is within 3%."""
+    from sample_efficiency import finalize, load_table, replay
+
+    from aot.costmodel.evaluate import order
+    from aot.costmodel.model import train
+    from aot.tune import strategies
+
+    table = load_table(DATA / EXHAUSTIVE)
+    out = []
+    for family in sorted({e.family for e in ds.examples if e.group.db == EXHAUSTIVE}):
+        model = train([(e.rows.matrix, e.times) for e in ds.examples if e.family != family])
+        mine = sorted((e for e in ds.examples if e.family == family and e.group.db == EXHAUSTIVE),
+                      key=lambda e: dict(e.group.problem)["M"])  # fmt: skip
+        prev_top: dict[str, list] = {}
+        for e in mine:
+            m = dict(e.group.problem)["M"]
+            t = table[(e.group.kernel, m)]
+            truth, best, sigma = t["truth"], t["best"], t["sigma"]
+            by_id = {c.id: c for c in e.rows.configs}
+            unseen = [False] * len(e.rows.configs)  # the tuner does not demote spills
+            orders = {
+                "heuristic": [by_id[i] for i in e.heuristic],
+                "learned": [e.rows.configs[i] for i in order(model, e.rows.matrix, unseen)],
+            }  # fmt: skip
+            row = {"kernel": e.group.kernel, "M": m, "configs": len(e.rows.configs)}
+            for name, cands in orders.items():
+                n = min(150, len(cands))
+                hits = []
+                for seed in range(seeds):
+                    g = strategies.Grid(cands, budget=len(cands), patience=len(cands), seed=seed)
+                    hit, _ = replay(g, truth, sigma, random.Random(1000 + seed), best, n)
+                    hits.append(hit if hit is not None else n + 1)
+                row[f"{name}_pick"] = truth[cands[0].id] / best
+                row[f"{name}_to3"] = statistics.median(hits)
+                for start, patience in SETTINGS:
+                    warm = prev_top.get(name, []) if start == "warm" else []
+                    used, w3 = [], 0
+                    for seed in range(seeds):
+                        rng = random.Random(2000 + seed)
+                        s = strategies.make("model", cands, budget=60, patience=patience,
+                                            seed=seed, warm=warm)  # fmt: skip
+                        _, seen = replay(s, truth, sigma, rng, best, 60)
+                        pick = finalize(seen, truth, sigma, rng, 5, 5)
+                        used.append(len(seen))
+                        w3 += truth[pick.id] <= best * 1.03
+                    row[f"{name}_{start}{patience}_used"] = statistics.median(used)
+                    row[f"{name}_{start}{patience}_within3"] = w3 / seeds
+                prev_top[name] = sorted(cands, key=lambda c: truth[c.id])[:3]
+            out.append(row)
+    return out
+
+
+def print_efficiency(rows: list[dict]) -> None:
+    print("\nTuning sample efficiency, heuristic order (H) against the learned model's (L, trained "
+          "without the kernel),\nreplayed on the exhaustive H200 table; `model` strategy, budget "
+          "60; cells: benchmarks used / % of seeds whose pick is within 3%")  # fmt: skip
+    cols = [f"{s} p{p}" for s, p in SETTINGS]
+    print(f"{'kernel':<8}{'M':>6}{'space':>6}{'pick H/L':>14}{'to 3% H/L':>11}"
+          + "".join(f"{c + ' H':>14}{c + ' L':>14}" for c in cols))  # fmt: skip
+    for r in rows:
+        cells = "".join(
+            f"{r[f'{o}_{s}{p}_used']:>8.0f}/{100 * r[f'{o}_{s}{p}_within3']:>3.0f}%"
+            + " " * 1 for s, p in SETTINGS for o in ("heuristic", "learned")
+        )  # fmt: skip
+        print(f"{r['kernel']:<8}{r['M']:>6}{r['configs']:>6}"
+              f"{r['heuristic_pick']:>7.2f}/{r['learned_pick']:.2f}"
+              f"{r['heuristic_to3']:>6.0f}/{r['learned_to3']:<4.0f}{cells}")  # fmt: skip
+    for kernel in sorted({r["kernel"] for r in rows}):
+        mine = [r for r in rows if r["kernel"] == kernel]
+        for o in ("heuristic", "learned"):
+            parts = [
+                f"to 3% by the order alone {statistics.median(r[f'{o}_to3'] for r in mine):.0f}"
+            ]
+            for s, p in SETTINGS:
+                k = f"{o}_{s}{p}"
+                used = statistics.median(r[k + "_used"] for r in mine)
+                within = 100 * statistics.mean(r[k + "_within3"] for r in mine)
+                parts.append(f"{s} p{p}: used {used:.0f}, within 3% {within:.0f}%")
+            print(f"{kernel}, {o} order, median over buckets: " + "; ".join(parts))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--buckets", action="store_true", help="print every bucket")
+    args = ap.parse_args()
+
+    from aot.costmodel import dataset
+    from aot.costmodel.evaluate import buckets, leave_one_out, table
+    from aot.env import from_environ
+
+    ds = dataset.load(DBS, RECIPES, from_environ())
+    results = leave_one_out(ds)
+    print(f"leave-one-kernel-out: {len({e.family for e in ds.examples})} kernels, "
+          f"{len(results)} buckets scored ({len(ds.examples)} with duplicates, "
+          f"{ds.unmatched} unmatched)\n")  # fmt: skip
+    print(table(results))
+    if args.buckets:
+        print("\n" + buckets(results))
+    eff = efficiency(ds, args.seeds)
+    print_efficiency(eff)
+    if args.json:
+        args.json.write_text(json.dumps({
+            "loo": [{"kernel": r.example.label, "dtypes": dict(r.example.group.dtypes),
+                     "problem": dict(r.example.group.problem), "configs": len(r.example.times),
+                     "model": r.model, "heuristic": r.heuristic, "random": r.random,
+                     "spilled": r.spilled} for r in results],
+            "efficiency": eff,
+        }, indent=1))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

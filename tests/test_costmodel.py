@@ -1,0 +1,281 @@
+"""The learned cost model on the CPU (issue 19): training data from tuning databases,
+features from real compiles, the LightGBM ranker, its use in builds without a GPU and
+in the tuner's order, and the ``aotc cost-model`` commands."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from aot.build import TuneOptions, build
+from aot.cli.commands import cli
+from aot.costmodel import model as cm
+from aot.costmodel import predict
+from aot.costmodel.data import Catalog, groups, read_records
+from aot.costmodel.features import NAMES, Facts, blocks_per_sm, relative
+from aot.plan import Config
+from aot.targets import resolve
+from aot.tune.db import Record
+from loader.format import BundleFile
+from loader.manifest import Manifest
+from tests.conftest import env_for
+from tests.fakegpu import H100, FakeWorker
+
+# -- training data --------------------------------------------------------------------
+
+
+def rec(config: str, kind: str = "bench", ms: float | None = 1.0, ok: bool = True,
+        n: int = 4096, round_: int = 0) -> Record:  # fmt: skip
+    return Record(kernel="k", source="s" * 64, triton="3.6.0", device="NVIDIA H200",
+                  arch="sm_90", dtypes={"T": "fp16"}, problem={"n": n}, config=config,
+                  kind=kind, ok=ok, ms=ms, round=round_)  # fmt: skip
+
+
+def test_a_bucket_is_labelled_by_its_careful_times_and_never_by_failures() -> None:
+    records = [
+        rec("a", ms=1.0), rec("b", ms=2.0), rec("c", ms=0.5),
+        rec("a", "final", 1.5, round_=0), rec("a", "final", 1.1, round_=1),
+        rec("a", "final", 1.2, round_=2),
+        rec("c", "verify", None, ok=False),  # fast but wrong
+        rec("x", ms=3.0, n=8192),  # a bucket with one config ranks nothing
+    ]  # fmt: skip
+    (g,) = groups(records, "db")
+    assert dict(g.times) == {"a": 1.2, "b": 2.0}  # median of a's rounds; c failed
+    assert g.failed == {"c"} and g.best == 1.2
+
+
+def test_relevance_is_highest_at_the_best_and_falls_per_five_percent() -> None:
+    assert cm.relevance(1.0, 1.0) == cm.LEVELS
+    assert cm.relevance(1.04, 1.0) == cm.LEVELS
+    assert cm.relevance(1.06, 1.0) == cm.LEVELS - 1
+    assert cm.relevance(100.0, 1.0) == 0
+
+
+def test_resident_blocks_follow_registers_shared_memory_and_threads() -> None:
+    h200 = resolve("H200")
+    assert blocks_per_sm(h200, 128, Facts(regs=32, shared=0, local=0)) == 16  # 2048 threads
+    assert blocks_per_sm(h200, 256, Facts(regs=255, shared=0, local=0)) == 1  # registers
+    big = Facts(regs=32, shared=100 * 1024, local=0)
+    assert blocks_per_sm(h200, 128, big) == h200.smem_per_sm // (100 * 1024 + 1024)
+
+
+def test_relative_features_compare_a_config_with_its_bucket() -> None:
+    def row(tile: float, warps: float) -> dict[str, float]:
+        r = {n: 0.0 for n in NAMES}
+        r.update(log2_tile=tile, log2_block=tile, log2_warps=warps, occupancy=0.5,
+                 _coverage=2.0 ** tile, _heuristic=tile)  # fmt: skip
+        return r
+
+    small, large = relative([row(7.0, 2.0), row(10.0, 3.0)])
+    i = NAMES.index
+    assert large[i("tile_rel")] == 0.0 and small[i("tile_rel")] == -3.0
+    assert small[i("warps_rel")] == -1.0 and small[i("coverage_rel")] == 0.0
+    assert len(small) == len(NAMES)
+
+
+# -- the model -------------------------------------------------------------------------
+
+
+def synthetic(seed: int, buckets: int = 30) -> list[tuple[list[list[float]], list[float]]]:
+    """Buckets whose time falls with occupancy and rises with spills, and a column of noise."""
+    rng = random.Random(seed)
+    i = NAMES.index
+    out = []
+    for _ in range(buckets):
+        rows, times = [], []
+        for _ in range(12):
+            r = [rng.uniform(-1, 1) for _ in NAMES]
+            occ, spill = rng.uniform(0.1, 1.0), float(rng.random() < 0.2)
+            r[i("occupancy")], r[i("spills")] = occ, spill
+            rows.append(r)
+            times.append(1.0 / occ * (3.0 if spill else 1.0))
+        out.append((rows, times))
+    return out
+
+
+def test_training_is_deterministic_and_a_model_round_trips_through_its_text() -> None:
+    data = synthetic(0)
+    a, b = cm.train(data, {"rounds": 30}), cm.train(data, {"rounds": 30})
+    assert a.text == b.text
+    again = cm.loads(a.text, "model.txt")
+    rows = synthetic(1, 1)[0][0]
+    assert again.score(rows) == a.score(rows)
+
+
+def test_the_model_learns_an_order_it_was_shown() -> None:
+    m = cm.train(synthetic(0), {"rounds": 60})
+    hits = 0
+    for rows, times in synthetic(7, 20):
+        scores = m.score(rows)
+        hits += times[max(range(len(rows)), key=scores.__getitem__)] <= 1.5 * min(times)
+    assert hits >= 16, hits  # a random pick lands within 1.5× about a third of the time
+
+
+def test_a_model_with_other_features_or_damaged_text_is_refused(tmp_path: Path) -> None:
+    text = cm.train(synthetic(0), {"rounds": 5}).text
+    other = text.replace("feature_names=log2_warps", "feature_names=log2_threads")
+    with pytest.raises(cm.CostModelUnavailable, match="train it again"):
+        cm.loads(other, "old.txt")
+    (tmp_path / "bad.txt").write_text("tree\nnot a model")
+    with pytest.raises(cm.CostModelUnavailable, match=r"bad\.txt"):
+        cm.load_file(tmp_path / "bad.txt")
+    with pytest.raises(cm.CostModelUnavailable, match="cannot read"):
+        cm.load_file(tmp_path / "missing.txt")
+
+
+def test_without_lightgbm_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "lightgbm", None)
+    with pytest.raises(cm.CostModelUnavailable, match=r"pip install 'aotc\[build\]'"):
+        cm.train(synthetic(0))
+
+
+def test_the_shipped_model_loads_and_its_provenance_names_the_committed_databases() -> None:
+    model = predict.shipped()
+    assert model.version == cm.VERSION
+    prov = json.loads(predict.SHIPPED.with_suffix(".json").read_text())
+    assert prov["model"] == f"cost model v{cm.VERSION}" and prov["features"] == list(NAMES)
+    data = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
+    import hashlib
+
+    for db in prov["databases"]:
+        (path,) = data.rglob(db["file"])
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == db["sha256"], db["file"]
+    assert prov["buckets"] > 50 and len(prov["kernels"]) >= 5
+
+
+# -- builds ---------------------------------------------------------------------------
+
+
+def predicting(recipe_dir: Path, how: str) -> Path:
+    """tests/data/tune.toml with ``predict = how`` in its [kernel.tune]."""
+    recipe = recipe_dir / "tune.toml"
+    text = recipe.read_text().replace(
+        'strategy = "model"', f'strategy = "model"\npredict = "{how}"'
+    )
+    recipe.write_text(text)
+    return recipe
+
+
+def tune_db(recipe_dir: Path, tmp_path: Path, worker: FakeWorker | None = None) -> Path:
+    w = worker or FakeWorker()
+    r = build(recipe_dir / "tune.toml", tmp_path / "t.aotc", env_for(tmp_path / "cache"),
+              tmp_path, TuneOptions(gpus=[H100], worker_factory=lambda g: w))  # fmt: skip
+    assert r.db is not None
+    return r.db
+
+
+def test_measured_buckets_resolve_to_the_recipe_that_defines_their_kernel(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    db = tune_db(recipe_dir, tmp_path)
+    gs = groups(read_records(db), db.name)
+    assert len(gs) == 2  # the two buckets of the H100
+    cat = Catalog([recipe_dir])
+    assert all(cat.resolve(g) is not None for g in gs)
+    # An edited kernel is another kernel: its old measurements resolve to nothing.
+    edited = tmp_path / "edited"  # a new path: kernel files are imported once per process
+    shutil.copytree(recipe_dir, edited)
+    src = edited / "kernels" / "small.py"
+    src.write_text(src.read_text().replace("mask = offs < n", "mask = (offs < n) & (offs >= 0)"))
+    assert all(Catalog([edited / "tune.toml"]).resolve(g) is None for g in gs)
+
+
+def test_a_cpu_build_asking_for_the_model_ships_its_predictions(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    recipe = predicting(recipe_dir, "cost-model")
+    r = build(recipe, tmp_path / "p.aotc", env_for(tmp_path / "cache"), tmp_path)
+    with BundleFile(r.bundle) as bf:
+        m = Manifest.from_json(bf.manifest)
+    hows = {c.how for inst in m.kernels[0].instances for c in inst.choices}
+    assert hows == {predict.PREDICTED}
+    assert r.decided["predicted"] == 6 and sum(r.decided.values()) == 6
+    assert predict.PREDICTED in r.report.read_text()
+
+
+def invoke(args: list[str], tmp_path: Path):  # type: ignore[no-untyped-def]
+    """``aotc ARGS`` in this process, with a private cache; never a traceback."""
+    env = {"AOTC_CACHE_DIR": str(tmp_path / "cache"), "AOTC_NO_PROGRESS": "1"}
+    r = CliRunner().invoke(cli, args, env=env, prog_name="aotc")
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exc_info
+    return r
+
+
+def test_the_tuner_measures_candidates_in_the_models_order(
+    recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    predicting(recipe_dir, "cost-model")
+    orders: list[list[Config] | None] = []
+    real = predict.tuning_order
+
+    def spy(*args):  # type: ignore[no-untyped-def]
+        orders.append(real(*args))
+        return orders[-1]
+
+    monkeypatch.setattr(predict, "tuning_order", spy)
+    worker = FakeWorker()
+    tune_db(recipe_dir, tmp_path, worker)
+    benched = [m["spec"]["instances"][0]["variants"][0] for m in worker.requests
+               if m["op"] == "bench"]  # fmt: skip
+    first = orders[0]
+    assert len(orders) == 2 and first is not None  # one per bucket of the H100
+    assert len(first) == 16  # every candidate compiled
+    v = benched[0]
+    assert (v["meta"]["BLOCK"], v["num_warps"]) == (first[0].values()["BLOCK"],
+                                                    first[0].num_warps)  # fmt: skip
+
+
+def test_the_learned_order_shortens_the_default_patience(recipe_dir: Path) -> None:
+    from aot.recipe import load
+
+    (kernel,) = load(predicting(recipe_dir, "cost-model")).kernels
+    assert kernel.tune.patience == 6  # the recipe's own
+    assert kernel.tune.warm_patience == 4  # the learned order's default (15 otherwise)
+
+
+def test_a_misspelt_predictor_is_refused_with_a_suggestion(recipe_dir: Path) -> None:
+    recipe = predicting(recipe_dir, "costmodel")
+    out = invoke(["build", str(recipe), "-o", str(recipe_dir / "x.aotc")], recipe_dir)
+    assert out.exit_code == 2
+    assert "scale.tune.predict" in out.output and "did you mean 'cost-model'" in out.output
+
+
+def test_spilling_candidates_come_last_whatever_the_model_says() -> None:
+    class Likes:
+        """A model that scores the first row best."""
+
+        version = 1
+
+        def score(self, matrix):  # type: ignore[no-untyped-def]
+            return [-float(i) for i in range(len(matrix))]
+
+    rows = [[0.0] * len(NAMES)] * 3
+    from aot.costmodel.evaluate import order, pick
+
+    assert pick(Likes(), rows, [True, False, False]) == 1  # type: ignore[arg-type]
+    assert order(Likes(), rows, [True, False, False]) == [1, 2, 0]  # type: ignore[arg-type]
+    assert pick(Likes(), rows, [True, True, True]) == 0  # type: ignore[arg-type]
+
+
+def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
+    db = tune_db(recipe_dir, tmp_path)
+    out = invoke(["cost-model", "train", str(db), "--recipe", str(recipe_dir),
+                  "-o", str(tmp_path / "m.txt")], tmp_path)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert "1 kernels, 2 buckets" in out.output
+    assert cm.load_file(tmp_path / "m.txt").version == cm.VERSION
+    prov = json.loads((tmp_path / "m.json").read_text())
+    assert prov["databases"][0]["file"] == db.name and prov["unmatched_buckets"] == 0
+    # Leave-one-kernel-out needs a second kernel to train on: said, not a traceback.
+    out = invoke(["cost-model", "eval", str(db), "--recipe", str(recipe_dir)], tmp_path)
+    assert out.exit_code == 2 and "at least two kernels" in out.output
+    out = invoke(["cost-model", "train", str(tmp_path / "nope.jsonl"),
+                  "-o", str(tmp_path / "n.txt")], tmp_path)  # fmt: skip
+    assert out.exit_code == 2 and "nope.jsonl" in out.output
+    assert not (tmp_path / "n.txt").exists()
