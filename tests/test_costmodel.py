@@ -231,6 +231,23 @@ def test_the_tuner_measures_candidates_in_the_models_order(
                                                     first[0].num_warps)  # fmt: skip
 
 
+def test_without_lightgbm_a_build_asking_for_the_model_says_why_it_fell_back(
+    recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "lightgbm", None)
+    predict.shipped.cache_clear()
+    try:
+        r = build(predicting(recipe_dir, "cost-model"), tmp_path / "h.aotc",
+                  env_for(tmp_path / "cache"), tmp_path)  # fmt: skip
+    finally:
+        predict.shipped.cache_clear()
+    with BundleFile(r.bundle) as bf:
+        m = Manifest.from_json(bf.manifest)
+    (how,) = {c.how for inst in m.kernels[0].instances for c in inst.choices}
+    assert how.startswith("untuned (heuristic; cost model unavailable: lightgbm is not installed")
+    assert r.decided["heuristic (cost model unavailable)"] == 6  # the summary line says so
+
+
 def test_the_learned_order_shortens_the_default_patience(recipe_dir: Path) -> None:
     from aot.recipe import load
 

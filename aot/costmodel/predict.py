@@ -78,10 +78,7 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
         try:
             model = shipped()
         except CostModelUnavailable as exc:
-            for b in inst.buckets:
-                orders[(inst.key, b)] = (
-                    str(exc).split(":")[0] if "lightgbm" in str(exc) else str(exc)
-                )
+            orders.update({(inst.key, b): str(exc) for b in inst.buckets})
             return
         wanted = [(inst, c, b) for b in inst.buckets for c in inst.candidates(b)]
         compiled = compile_for(plan, wanted, env)

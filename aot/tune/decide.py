@@ -229,7 +229,9 @@ def count(plan: Plan, choose: Chooser) -> dict[str, int]:
     for inst in plan.instances:
         for bucket in inst.buckets:
             how = choose(inst, bucket)[0].how
-            # "untuned (heuristic; cost model unavailable: …)" is the heuristic too
-            key = "heuristic" if how.startswith(HEURISTIC[:-1]) else how.split()[0]
+            if how.startswith(HEURISTIC[:-1]):  # also "untuned (heuristic; cost model …)"
+                key = "heuristic" if how == HEURISTIC else "heuristic (cost model unavailable)"
+            else:
+                key = how.split()[0]
             counts[key] = counts.get(key, 0) + 1
     return counts
