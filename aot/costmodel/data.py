@@ -27,9 +27,9 @@ from pathlib import Path
 from ..errors import AotcError, UsageError
 from ..plan import Config, Instance, Plan, make_plan
 from ..recipe import load
-from ..targets import GPU, resolve
+from ..targets import GPU
 from ..tune.db import Record
-from ..tune.decide import problem
+from ..tune.decide import problem, product_gpu
 
 Problem = tuple[tuple[str, int], ...]
 Dtypes = tuple[tuple[str, str], ...]
@@ -99,16 +99,6 @@ def groups(records: Iterable[Record], db: str) -> list[Group]:
     return out
 
 
-def device_gpu(device: str, fallback: GPU) -> GPU:
-    """The targets table's entry for a device name ("NVIDIA H200" -> H200)."""
-    for token in device.replace("NVIDIA", " ").split():
-        try:
-            return resolve(token)
-        except ValueError:
-            continue
-    return fallback
-
-
 @dataclass
 class Resolved:
     plan: Plan
@@ -142,7 +132,7 @@ class Catalog:
             for bucket in inst.buckets:
                 if tuple(sorted(problem(inst, bucket).items())) == g.problem:
                     configs = {c.id: c for c in inst.candidates(bucket)}
-                    return Resolved(plan, inst, bucket, device_gpu(g.device, inst.target),
+                    return Resolved(plan, inst, bucket, product_gpu(g.device) or inst.target,
                                     configs)  # fmt: skip
         return None
 

@@ -132,7 +132,7 @@ def throughput(
     t = inst.kernel.tune
     env = env_at(inst.kernel, problem(inst, bucket), config)
     out: dict[str, Any] = {}
-    gpu = _product(device)
+    gpu = product_gpu(device)
     if t.flops is not None:
         tflops = t.flops.evaluate(env) / (ms * 1e-3) / 1e12
         out["tflops"] = _r(tflops)
@@ -146,7 +146,8 @@ def throughput(
     return out
 
 
-def _product(device: str) -> GPU | None:
+def product_gpu(device: str) -> GPU | None:
+    """The targets table's entry for a device name ("NVIDIA H200" -> H200), if any."""
     for token in device.replace("NVIDIA", " ").split():
         try:
             return resolve(token)
