@@ -1,12 +1,12 @@
 """Reading facts straight out of a cubin (an NVIDIA ELF file), without the CUDA toolkit.
 
-The builder reads the target arch from the ELF header, the register count from
-``.nv.info`` (EIATTR_REGCOUNT) and each kernel's parameters from ``.nv.info.<kernel>``
-(EIATTR_KPARAM_INFO). The loader reads the parameters again before it hands a cubin to
-the driver: ``cuLaunchKernel`` copies each parameter by the size the cubin declares from
-the pointers it is given, so a manifest whose ABI disagrees with the cubin would make the
-driver read past the loader's buffer. The bytes are untrusted there: every offset is
-checked, and anything malformed raises CubinError.
+The builder reads the target arch from the ELF header, the register count and stack
+frame from ``.nv.info`` (EIATTR_REGCOUNT, EIATTR_FRAME_SIZE) and each kernel's parameters
+from ``.nv.info.<kernel>`` (EIATTR_KPARAM_INFO). The loader reads the parameters again
+before it hands a cubin to the driver: ``cuLaunchKernel`` copies each parameter by the
+size the cubin declares from the pointers it is given, so a manifest whose ABI disagrees
+with the cubin would make the driver read past the loader's buffer. The bytes are
+untrusted there: every offset is checked, and anything malformed raises CubinError.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import struct
 from dataclasses import dataclass
 
 EIATTR_REGCOUNT = 0x2F
+EIATTR_FRAME_SIZE = 0x11  # bytes of local memory (the stack frame) per thread
 EIATTR_KPARAM_INFO = 0x17
 _EIFMT_SVAL = 4  # attribute followed by a u16 size and that many bytes
 _EIFMT_HVAL = 3  # attribute followed by a u16 value
@@ -36,6 +37,9 @@ class CubinInfo:
     sm: int  # e.g. 90
     regs: dict[str, int]  # function -> registers per thread
     params: dict[str, int]  # function -> number of kernel parameters
+    # function -> stack frame bytes per thread; Triton allocates no local memory itself,
+    # so a frame means ptxas spilled registers (STL/LDL in the SASS)
+    frames: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -81,15 +85,17 @@ def inspect(data: bytes) -> CubinInfo:
     symbols = _symbols(data, sections)
     regs: dict[str, int] = {}
     params: dict[str, int] = {}
+    frames: dict[str, int] = {}
+    per_function = {EIATTR_REGCOUNT: regs, EIATTR_FRAME_SIZE: frames}
     for sec in sections:
         if sec.name == ".nv.info":
             for attr, payload in _attributes(data, sec):
-                if attr == EIATTR_REGCOUNT and len(payload) == 8:
-                    sym, count = struct.unpack("<II", payload)
-                    regs[symbols.get(sym, str(sym))] = count
+                if attr in per_function and len(payload) == 8:
+                    sym, value = struct.unpack("<II", payload)
+                    per_function[attr][symbols.get(sym, str(sym))] = value
         elif sec.name.startswith(".nv.info."):
             params[sec.name.removeprefix(".nv.info.")] = len(_param_sizes(data, sec))
-    return CubinInfo(sm=e_flags & 0xFF, regs=regs, params=params)
+    return CubinInfo(sm=e_flags & 0xFF, regs=regs, params=params, frames=frames)
 
 
 def param_sizes(data: bytes, function: str) -> tuple[int, ...]:

@@ -79,6 +79,68 @@ def test_relative_features_compare_a_config_with_its_bucket() -> None:
     assert len(small) == len(NAMES)
 
 
+SOFTMAX = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + tl.program_id(0) * n + offs, mask=offs < n, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, axis=0))
+    tl.store(out_ptr + tl.program_id(0) * n + offs, e / tl.sum(e, axis=0), mask=offs < n)
+"""
+
+
+def test_spills_are_read_from_real_cubins_as_cuobjdump_reports_them(tmp_path: Path) -> None:
+    """A row of 16,384 values held by one warp (512 per thread) must spill; 1,024 held by
+    four warps must not. The stack frame read from the cubin is what NVIDIA's cuobjdump
+    reports."""
+    import subprocess
+
+    from aot.costmodel.table import compile_for, facts_of, variant_for
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from tests.test_compile import cuobjdump
+
+    (tmp_path / "softmax.py").write_text(SOFTMAX)
+    (tmp_path / "r.toml").write_text("""format = 1
+[bundle]
+name = "spill"
+version = "1"
+targets = ["H100"]
+[[kernel]]
+name = "softmax"
+source = "softmax.py:softmax_kernel"
+grid = "132"
+signature = { x_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }
+buckets = { n = [16384] }
+[kernel.space]
+BLOCK = [1024, 16384]
+num_warps = [1, 4]
+num_stages = [1]
+""")
+    plan = make_plan(load(tmp_path / "r.toml"))
+    (inst,) = plan.instances
+    (bucket,) = inst.buckets
+    configs = {(c.values()["BLOCK"], c.num_warps): c for c in inst.candidates(bucket)}
+    wanted = [(inst, configs[k], bucket) for k in ((16384, 1), (1024, 4))]
+    compiled = compile_for(plan, wanted, env_for(tmp_path / "cache"))
+    stacks = {}
+    for key in ((16384, 1), (1024, 4)):
+        c = compiled[variant_for(inst, configs[key], bucket)]
+        facts = facts_of(c)
+        assert facts is not None
+        (tmp_path / "k.cubin").write_bytes(c.cubin)
+        usage = subprocess.run([cuobjdump(), "-res-usage", tmp_path / "k.cubin"],
+                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+        assert f"STACK:{facts.local} " in usage, (facts, usage)
+        stacks[key] = facts
+    assert stacks[(16384, 1)].spills and stacks[(16384, 1)].local >= 1024
+    assert not stacks[(1024, 4)].spills
+
+
 # -- the model -------------------------------------------------------------------------
 
 

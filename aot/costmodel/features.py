@@ -13,7 +13,6 @@ needs a new model version.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,6 @@ from ..kernel_env import EnvError, env_at
 from ..plan import Config, Instance
 from ..targets import GPU
 
-EIATTR_FRAME_SIZE = 0x11  # bytes of local memory (the stack frame) per thread
 NAN = float("nan")
 
 FEATURES: tuple[tuple[str, str], ...] = (
@@ -82,18 +80,8 @@ class Facts:
 
 
 def local_bytes(data: bytes, function: str) -> int:
-    """The kernel's stack frame (EIATTR_FRAME_SIZE), bytes per thread. Triton allocates
-    nothing in local memory itself, so a frame means ptxas spilled registers."""
-    sections = cubin_mod._sections(data)
-    symbols = cubin_mod._symbols(data, sections)
-    frames: dict[str, int] = {}
-    for sec in sections:
-        if sec.name != ".nv.info":
-            continue
-        for attr, payload in cubin_mod._attributes(data, sec):
-            if attr == EIATTR_FRAME_SIZE and len(payload) == 8:
-                sym, size = struct.unpack("<II", payload)
-                frames[symbols.get(sym, str(sym))] = size
+    """The kernel's stack frame, bytes per thread: spilled registers, in Triton's kernels."""
+    frames = cubin_mod.inspect(data).frames
     return frames.get(function, max(frames.values(), default=0))
 
 
