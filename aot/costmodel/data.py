@@ -99,7 +99,7 @@ def groups(records: Iterable[Record], db: str) -> list[Group]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Resolved:
     plan: Plan
     inst: Instance
