@@ -194,9 +194,9 @@ class Tuner:
     def _search(self, inst: Instance, bucket: tuple[int, ...], ranked: list[Config], *,
                 patience: int, seed: int, warm: list[Config]) -> strategies.Search:  # fmt: skip
         """The recipe's strategy, starting from the heuristic's order; for a kernel that asks
-        for the learned cost model, from the model's order (spilling candidates last). The
-        ``model`` strategy then refits its surrogate to the bucket's measurements as they
-        come."""
+        for the learned cost model, from the model's order (spilling candidates included:
+        the GPU measures them). The ``model`` strategy then refits its surrogate to the
+        bucket's measurements as they come."""
         t = inst.kernel.tune
         learned = predict.tuning_order(inst, bucket, lambda v: self.pool.submit(inst, v).result())
         order = ranked if learned is None else learned
