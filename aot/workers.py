@@ -35,6 +35,7 @@ import queue
 import signal
 import tempfile
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -229,8 +230,7 @@ class _Worker:
     def _reap(self, started: bool) -> WorkerDied:
         """The dead worker's account; the next job starts a fresh one."""
         assert self._process is not None
-        self._process.join()
-        died = WorkerDied(self.placement, self._process.exitcode or 0, self._tail(), started)
+        died = WorkerDied(self.placement, _exitcode(self._process), self._tail(), started)
         if self._conn is not None:
             self._conn.close()
         self._process = self._conn = None
@@ -262,6 +262,18 @@ class _Worker:
             with contextlib.suppress(OSError, ValueError):
                 process.kill()
             process.join(5)
+
+
+def _exitcode(process: BaseProcess) -> int:
+    """The dead process's exit code. When ``kill`` (another thread) reaps it at the same
+    moment, this thread's ``waitpid`` finds no child and ``exitcode`` stays None until the
+    other thread records what it reaped: wait for that, rather than read a kill as a
+    clean exit ("no answer")."""
+    process.join()
+    deadline = time.monotonic() + 5
+    while process.exitcode is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return process.exitcode or 0
 
 
 class WorkerPool:
