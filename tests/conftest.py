@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -10,6 +10,8 @@ import pytest
 from aot.env import Environment
 from aot.errors import RecipeError
 from aot.recipe import load
+from loader import driver
+from tests.fakecuda import FakeLib
 
 DATA = Path(__file__).parent / "data"
 
@@ -30,6 +32,15 @@ def expect_recipe(path: Path, fragments: Sequence[str]) -> None:
 
 def env_for(cache: Path, jobs: int = 2) -> Environment:
     return Environment(cache_dir=cache, jobs=jobs, progress=False)
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLib]:
+    """The fake CUDA driver (tests/fakecuda.py) installed for one test, then removed."""
+    lib = FakeLib()
+    driver.install(driver.Driver(lib))
+    yield lib
+    driver.install(None)
 
 
 @pytest.fixture

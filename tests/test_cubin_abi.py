@@ -4,14 +4,13 @@ refused before the driver sees the cubin."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import loader
 from aot.build import build
-from loader import cubin, driver
+from loader import cubin
 from loader.format import BundleFile, encode
 from tests.fakecuda import FakeLib
 
@@ -19,11 +18,10 @@ from .conftest import env_for
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLib]:
-    lib = FakeLib(name="NVIDIA H100 80GB HBM3")
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
+def fake(fake: FakeLib) -> FakeLib:
+    """The conftest's fake driver, reporting an H100."""
+    fake.name = "NVIDIA H100 80GB HBM3"
+    return fake
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import types
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,14 +29,6 @@ from loader.bundle import Kernel
 from loader.fastcall import FastPath, ParamBuffer
 from tests import handmade
 from tests.fakecuda import FakeArray, FakeLib, FakeTensor, Launch
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLib]:
-    lib = FakeLib()
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
 
 
 @pytest.fixture

@@ -14,18 +14,9 @@ import pytest
 import loader
 from aot.errors import BadBundle
 from aot.inspect import verify
-from loader import driver
 from loader.format import encode
 from tests import cubins, handmade
 from tests.fakecuda import FakeArray, FakeLib, FakeTensor
-
-
-@pytest.fixture
-def fake() -> FakeLib:
-    lib = FakeLib()
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 import loader
-from loader import driver
 from tests import handmade
 from tests.fakecuda import FakeLib
 
@@ -64,12 +63,10 @@ class HostTensor:
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeLib]:
-    lib = FakeLib()
-    lib.emulators["scale_kernel"] = emulate_scale
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
+def fake(fake: FakeLib) -> FakeLib:
+    """The conftest's fake driver, running the scale kernel on the CPU."""
+    fake.emulators["scale_kernel"] = emulate_scale
+    return fake
 
 
 @pytest.fixture

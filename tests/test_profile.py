@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,6 @@ from loader import driver
 from loader.kernel import Kernel
 from tests import handmade
 from tests.fakecuda import FakeLib, FakeTensor
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeLib]:
-    lib = FakeLib()
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
 
 
 def scale(tmp_path: Path) -> Kernel:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from aot.errors import RecipeError
 from aot.plan import make_plan
 from aot.recipe import load
 from aot.summary import describe_plan
-from loader import driver
 from tests.fakecuda import FakeLib, FakeTensor
 
 from .conftest import env_for
@@ -36,13 +34,6 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
           TuneOptions(enabled=False, db=root / "db.jsonl"))  # fmt: skip
     return out
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeLib]:
-    lib = FakeLib()
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
 
 
 def T(addr: int, *shape: int, dtype: str = "torch.float16") -> FakeTensor:

@@ -40,13 +40,6 @@ from tests.fakecuda import FakeLib
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def fake() -> FakeLib:
-    lib = FakeLib()
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
-
 
 @pytest.fixture(autouse=True)
 def no_trusted_keys(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,6 @@ every time it opens it. Skipped without ``docker-registry``, as tests/test_regis
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 import loader
 from aot.cli import main
 from aot.sign import KeyPair, keygen, sign
-from loader import driver, signature
+from loader import signature
 from loader.format import BundleFile, canonical_json
 from tests import craft, handmade, ociserve
 from tests.fakecuda import FakeLib
@@ -28,13 +27,6 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("AOTC_REGISTRY_USER", "AOTC_REGISTRY_PASSWORD", signature.ENV):
         monkeypatch.delenv(var, raising=False)
 
-
-@pytest.fixture
-def fake() -> Iterator[FakeLib]:
-    lib = FakeLib()
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
 
 
 @pytest.fixture
