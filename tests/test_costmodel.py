@@ -335,11 +335,11 @@ def test_spilling_candidates_come_last_whatever_the_model_says() -> None:
             return [-float(i) for i in range(len(matrix))]
 
     rows = [[0.0] * len(NAMES)] * 3
-    from aot.costmodel.evaluate import order, pick
+    from aot.costmodel.evaluate import order
 
-    assert pick(Likes(), rows, [True, False, False]) == 1  # type: ignore[arg-type]
+    assert order(Likes(), rows, [True, False, False])[0] == 1  # type: ignore[arg-type]
     assert order(Likes(), rows, [True, False, False]) == [1, 2, 0]  # type: ignore[arg-type]
-    assert pick(Likes(), rows, [True, True, True]) == 0  # type: ignore[arg-type]
+    assert order(Likes(), rows, [True, True, True])[0] == 0  # type: ignore[arg-type]
 
 
 def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:

@@ -35,7 +35,6 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-
 def T(addr: int, *shape: int, dtype: str = "torch.float16") -> FakeTensor:
     return FakeTensor(addr, dtype, shape=shape)
 

@@ -40,7 +40,6 @@ from tests.fakecuda import FakeLib
 ROOT = Path(__file__).resolve().parents[1]
 
 
-
 @pytest.fixture(autouse=True)
 def no_trusted_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(signature.ENV, raising=False)

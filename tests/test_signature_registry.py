@@ -28,7 +28,6 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
 
 
-
 @pytest.fixture
 def ci(tmp_path: Path) -> KeyPair:
     return keygen(tmp_path / "keys" / "ci")

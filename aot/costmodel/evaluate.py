@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .dataset import Dataset, Example
-from .model import Model, train
+from .model import Model, best_first, train
 
 
 @dataclass(frozen=True)
@@ -32,26 +32,19 @@ class Scored:
     best_spills: bool  # the bucket's fastest config spills while another does not
 
 
-def pick(model: Model, rows: Sequence[Sequence[float]], spills: Sequence[bool]) -> int:
-    """The index of the best-scored row, among those that do not spill if any does not."""
-    scores = model.score(rows)
-    clean = [i for i, s in enumerate(spills) if not s] or list(range(len(rows)))
-    return max(clean, key=lambda i: (scores[i], -i))
-
-
 def order(model: Model, rows: Sequence[Sequence[float]], spills: Sequence[bool]) -> list[int]:
-    """Row indices best-predicted first, the spilling ones last."""
-    scores = model.score(rows)
-    return sorted(range(len(rows)), key=lambda i: (spills[i], -scores[i], i))
+    """Row indices best-predicted first, the spilling ones last: the first is the pick."""
+    return best_first(model.score(rows), spills)
 
 
 def score(model: Model, e: Example) -> Scored:
     best = min(e.times)
-    i = pick(model, e.rows.matrix, e.rows.spills)
+    scores = model.score(e.rows.matrix)
+    i = best_first(scores, e.rows.spills)[0]
     ids = [c.id for c in e.rows.configs]
     h = ids.index(e.heuristic[0])
     mixed = any(e.rows.spills) and not all(e.rows.spills)
-    free = pick(model, e.rows.matrix, [False] * len(e.times))
+    free = best_first(scores, [False] * len(scores))[0]
     fastest = e.times.index(best)
     return Scored(e, e.times[i] / best, e.times[h] / best,
                   statistics.mean(t / best for t in e.times), e.rows.spills[i] and mixed,

@@ -86,6 +86,12 @@ class Model:
         return [float(s) for s in self.booster.predict(x, num_threads=1)]
 
 
+def best_first(scores: Sequence[float], spills: Sequence[bool]) -> list[int]:
+    """Row indices, the best-scored first, every spilling row after every one that does not
+    spill (ties keep the rows' order)."""
+    return sorted(range(len(scores)), key=lambda i: (spills[i], -scores[i], i))
+
+
 def train(
     groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[float]]],
     params: dict[str, Any] | None = None,

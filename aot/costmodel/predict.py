@@ -25,7 +25,7 @@ from ..compile import Compiled
 from ..env import Environment
 from ..plan import Config, Instance, Plan, Variant
 from ..select import HEURISTIC, Chooser, Pick
-from .model import VERSION, CostModelUnavailable, Model, load_file
+from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
 from .table import compile_for, rows, variant_for
 
 COST_MODEL = "cost-model"
@@ -61,10 +61,8 @@ def ordered(
     rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled)
     if not rw.configs:
         return []
-    scores = model.score(rw.matrix)
     demote = rw.spills if spills_last else (False,) * len(rw.configs)
-    idx = sorted(range(len(rw.configs)), key=lambda i: (demote[i], -scores[i], i))
-    return [rw.configs[i] for i in idx]
+    return [rw.configs[i] for i in best_first(model.score(rw.matrix), demote)]
 
 
 def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
