@@ -4,6 +4,7 @@ in the tuner's order, and the ``aotc cost-model`` commands."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import shutil
@@ -358,3 +359,14 @@ def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
                   "-o", str(tmp_path / "n.txt")], tmp_path)  # fmt: skip
     assert out.exit_code == 2 and "nope.jsonl" in out.output
     assert not (tmp_path / "n.txt").exists()
+    # Damaged databases: named, exit 2, never taken for an interrupt (click reads a stray
+    # EOFError, which a truncated gzip stream raises, as Ctrl-D).
+    packed = gzip.compress(db.read_bytes())
+    damaged = {"cut.jsonl.gz": packed[: len(packed) // 2], "junk.jsonl.gz": b"\x00\x01junk",
+               "binary.jsonl": b"\xff\xfe\x00 not text\n"}  # fmt: skip
+    for name, data in damaged.items():
+        (tmp_path / name).write_bytes(data)
+        out = invoke(["cost-model", "train", str(tmp_path / name), "--recipe", str(recipe_dir),
+                      "-o", str(tmp_path / "d.txt")], tmp_path)  # fmt: skip
+        assert out.exit_code == 2 and f"{tmp_path / name}" in out.output, (name, out.output)
+        assert not (tmp_path / "d.txt").exists()

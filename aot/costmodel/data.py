@@ -17,10 +17,10 @@ matches is counted and left out, never guessed at.
 from __future__ import annotations
 
 import gzip
-import json
 import statistics
+import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from ..errors import AotcError, UsageError
 from ..plan import Config, Instance, Plan, make_plan
 from ..recipe import load
 from ..targets import GPU
-from ..tune.db import Record
+from ..tune.db import Record, parse
 from ..tune.decide import problem, product_gpu
 
 Problem = tuple[tuple[str, int], ...]
@@ -53,21 +53,19 @@ class Group:
         return min(self.times.values())
 
 
-def read_records(path: Path) -> Iterator[Record]:
-    """A database's records, plain or gzip-compressed JSON lines."""
-    opener = gzip.open if path.suffix == ".gz" else open
+def read_records(path: Path) -> list[Record]:
+    """A database's records, plain or gzip-compressed JSON lines; read, never repaired (a
+    torn line is an error here: training data is not a database being written)."""
     try:
-        with opener(path, "rt") as f:
-            for n, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        yield Record.from_json(json.loads(line))
-                    except (ValueError, KeyError, TypeError) as exc:
-                        raise UsageError(f"{path}:{n}: not a tuning record ({exc})") from None
-    except OSError as exc:
-        raise UsageError(
-            f"{path}: cannot read the tuning database ({exc.strerror or exc})"
-        ) from None
+        data = path.read_bytes()
+        if path.suffix == ".gz":
+            data = gzip.decompress(data)
+        return list(parse(data, path))
+    except (OSError, EOFError, zlib.error) as exc:  # EOFError: a truncated gzip stream
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise UsageError(f"{path}: cannot read the tuning database ({why})") from None
+    except ValueError as exc:  # a line that is not a record (parse names it)
+        raise UsageError(str(exc)) from None
 
 
 def groups(records: Iterable[Record], db: str) -> list[Group]:

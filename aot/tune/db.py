@@ -142,6 +142,12 @@ def read(path: Path) -> Iterator[Record]:
         with open(path, "r+b") as f:
             f.truncate(cut)
         data = data[:cut]
+    yield from parse(data, path)
+
+
+def parse(data: bytes, path: Path) -> Iterator[Record]:
+    """The records of a database's bytes, in order; ValueError naming ``path`` and the line
+    of one that is not a record."""
     for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
