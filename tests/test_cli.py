@@ -310,6 +310,14 @@ def test_core_errors_and_interrupts_keep_their_exit_codes(
     assert r.exit_code == 130 and r.stderr == "aotc: interrupted; nothing was written\n"
     assert main(["verify", "x.aotc"]) == 130
 
+    def ran_out(path: Path) -> str:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+
+    monkeypatch.setattr(inspect, "verify", ran_out)  # click alone calls this an interrupt
+    r = invoke(["verify", "x.aotc"], tmp_path)
+    assert r.exit_code == 1 and r.stderr.startswith("aotc: error: unexpected end of data (")
+    assert "interrupted" not in r.stderr
+
 
 def test_without_click_the_command_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

@@ -54,6 +54,9 @@ class _Aotc(click.Group):
         except KeyboardInterrupt:
             click.echo("aotc: interrupted; nothing was written", err=True)
             ctx.exit(130)
+        except EOFError as exc:  # click would report it as Ctrl-D, an interrupt: it is not
+            click.echo(f"aotc: error: unexpected end of data ({exc or 'EOFError'})", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=_Aotc, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]},
