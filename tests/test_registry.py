@@ -23,8 +23,8 @@ import loader
 from aot import errors
 from aot.cli import main
 from aot.push import push
-from loader import driver, oci
 from loader import manifest as mf
+from loader import oci
 from loader.errors import BundleError, RegistryError
 from loader.format import encode, write_atomic
 from loader.registry import Client, RegistryConfig
@@ -49,14 +49,6 @@ def clean_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AOTC_BUNDLE_CACHE", str(tmp_path / "bundles"))
     for var in ("AOTC_REGISTRY_USER", "AOTC_REGISTRY_PASSWORD", "AOTC_REGISTRY_INSECURE"):
         monkeypatch.delenv(var, raising=False)
-
-
-@pytest.fixture
-def fake_gpu() -> Iterator[FakeLib]:
-    lib = FakeLib()
-    driver.install(driver.Driver(lib))
-    yield lib
-    driver.install(None)
 
 
 def big_bundle(path: Path, entry_bytes: int, seed: int = 0) -> Path:
@@ -287,7 +279,7 @@ def test_bearer_token_flow(
         assert "repository:aotc/bearer:pull" in ts.issued
 
 
-def test_loader_open_pulls_once_then_opens_from_cache(tmp_path: Path, fake_gpu: FakeLib) -> None:
+def test_loader_open_pulls_once_then_opens_from_cache(tmp_path: Path, fake: FakeLib) -> None:
     bundle = handmade.write(tmp_path / "h.aotc")
     cache = tmp_path / "cache"
     with ociserve.registry(tmp_path / "reg") as r:
