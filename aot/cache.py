@@ -14,7 +14,9 @@ from loader.format import canonical_json, write_atomic
 # 2: cubins compiled without line info (no absolute source paths inside).
 # 3: failures are cached only when the compiler gave them; a v2 cache could hold jobs an
 #    interrupt cancelled, recorded as failures, and builds from it never healed.
-SCHEMA = 3
+# 4: tensor descriptors and global scratch are compiled (aotc refused them before, and a
+#    v3 cache holds those refusals as the compiler's verdicts).
+SCHEMA = 4
 
 
 def key_of(parts: dict[str, Any]) -> str:

@@ -96,6 +96,9 @@ def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.VariantS
         },
         assume=dict(c.variant.spec.assume),
         abi=c.abi,
+        descriptors=c.descriptors,
+        global_scratch=c.global_scratch,
+        global_scratch_align=c.global_scratch_align,
     )
 
 
@@ -114,6 +117,7 @@ def kernel_record(kr: KernelRecipe, instances: tuple[mf.InstanceSpec, ...]) -> m
         optional=tuple(sorted(kr.optional)),
         always_none=tuple(sorted(kr.always_none)),
         host=kr.host,
+        descriptors=tuple(n for n in kr.signature if n in kr.descriptors),
     )
 
 

@@ -62,6 +62,10 @@ def check_kernel(k: KernelSpec) -> None:
             if not types.get(name, "").startswith("*") or k.nullable.count(name) != 1:
                 raise DecodeError(f"{field}[{j}]", f"{name!r} is not a pointer parameter, or "
                                   "is listed twice")  # fmt: skip
+    for j, name in enumerate(k.descriptors):
+        if not types.get(name, "").startswith("*") or k.descriptors.count(name) != 1:
+            raise DecodeError(f"descriptors[{j}]", f"{name!r} is not a pointer parameter, or "
+                              "is listed twice")  # fmt: skip
     buckets = math.prod(len(b) for b in k.buckets)
     builtins = set(GRID_BUILTINS)
     free = {
@@ -151,7 +155,13 @@ def _instance(
         for j, name in enumerate(v.abi):
             if name not in types:
                 raise DecodeError(f"{where}.abi[{j}]", f"{name!r} is not a parameter")
+        if tuple(d.param for d in v.descriptors) != tuple(n for n in v.abi
+                                                          if n in k.descriptors):  # fmt: skip
+            raise DecodeError(f"{where}.descriptors", "must describe each descriptor "
+                              "argument of the ABI once, in order")  # fmt: skip
         for name in v.assume:
+            if name in k.descriptors:
+                raise DecodeError(f"{where}.assume", f"{name!r} is a descriptor argument")
             t = types.get(name)
             if t is None or not (t.startswith("*") or t in INT_TYPES):
                 raise DecodeError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from . import driver as _driver
 from .errors import CudaError
+from .scratch import ScratchPool
 
 
 class Device:
@@ -39,6 +40,9 @@ class Device:
         self.max_shared = drv.attribute(
             _driver.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, self.handle
         )
+
+        # Global scratch memory for the kernels that need it, per stream (loader/scratch.py).
+        self.scratch = ScratchPool(drv)
 
     def make_current(self) -> None:
         self.drv.set_current(self.context)

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 Values = tuple[Any, ...]
 
-# struct codes (native size and alignment, as C lays out kernel parameters) and the ctypes
-# type of each slot, by the manifest's scalar type. Pointers are 64-bit addresses.
+# struct codes (little-endian, standard sizes: each slot is placed at its C alignment by
+# hand) and the ctypes type of each slot, by the manifest's scalar type. Pointers are
+# 64-bit addresses; a "tensormap" is a CUtensorMap, 128 bytes aligned to 64, passed by value.
 _SLOTS: dict[str, tuple[str, type[Any]]] = {
     "i1": ("b", ctypes.c_int8),
     "i8": ("b", ctypes.c_int8),
@@ -54,8 +55,11 @@ _SLOTS: dict[str, tuple[str, type[Any]]] = {
     "u64": ("Q", ctypes.c_uint64),
     "fp32": ("f", ctypes.c_float),
     "fp64": ("d", ctypes.c_double),
+    "tensormap": ("128s", ctypes.c_uint8 * 128),
 }
 _POINTER_SLOT = ("Q", ctypes.c_uint64)
+_ALIGN = {"tensormap": 64}
+_BUFFER_ALIGN = 64
 
 # Errors with which ParamBuffer.pack refuses a value: nothing has been launched then.
 PACK_ERRORS = (struct.error, OverflowError)
@@ -74,29 +78,43 @@ class ParamBuffer:
     """
 
     def __init__(self, types: Sequence[str], positions: Sequence[int], scratch: int):
-        slots = [_POINTER_SLOT if t[0] == "*" else _SLOTS[t] for t in types]
-        slots += [_POINTER_SLOT] * scratch
-        codes = "@" + "".join(code for code, _ in slots)
-        # struct's native mode pads each item to its C alignment, so an item's offset is the
-        # size of the format up to and including it, less its own size.
-        offsets = [
-            struct.calcsize(codes[: i + 2]) - struct.calcsize("@" + code)
-            for i, (code, _) in enumerate(slots)
-        ]
-        words = -(-struct.calcsize(codes) // 8)
-        self.storage = (ctypes.c_uint64 * words)()  # 8-byte aligned and zeroed
-        base = ctypes.addressof(self.storage)
+        names = [*types, *(["*"] * scratch)]
+        slots = [_POINTER_SLOT if t[0] == "*" else _SLOTS[t] for t in names]
+        offsets: list[int] = []
+        codes = "<"
+        end = 0
+        for t, (code, ctype) in zip(names, slots, strict=True):
+            align = _ALIGN.get(t, ctypes.sizeof(ctype))
+            at = -(-end // align) * align
+            codes += f"{at - end}x{code}" if at > end else code
+            offsets.append(at)
+            end = at + ctypes.sizeof(ctype)
+        # The packed format covers the first len(types) slots: the scratch ones stay null.
+        packed = offsets[len(types)] if scratch else end
+        words = -(-end // 8) + _BUFFER_ALIGN // 8
+        self.storage = (ctypes.c_uint64 * words)()  # zeroed
+        lead = -ctypes.addressof(self.storage) % _BUFFER_ALIGN
+        self.base = base = ctypes.addressof(self.storage) + lead  # 64-byte aligned
         self.params = (ctypes.c_void_p * len(slots))(*[base + off for off in offsets])
         # Typed views of the slots, for inspection and tests; the hot path never reads them.
         self.holders = [
-            ctype.from_buffer(self.storage, off)
+            ctype.from_buffer(self.storage, lead + off)
             for (_, ctype), off in zip(slots, offsets, strict=True)
         ]
-        layout = struct.Struct(codes[: len(types) + 1])
+        layout = struct.Struct(_prefix(codes, len(types)))
+        assert layout.size <= packed or not types
         items = "".join(f", values[{p}]" for p in positions)
         env = {"pack_into": layout.pack_into, "storage": self.storage}
-        source = f"def pack(values):\n    pack_into(storage, 0{items})\n"
+        source = f"def pack(values):\n    pack_into(storage, {lead}{items})\n"
         self.pack: Callable[[Sequence[Any]], None] = _generate(source, env)["pack"]
+
+
+def _prefix(codes: str, n: int) -> str:
+    """The struct format of the first ``n`` slots of ``codes`` (padding included)."""
+    import re
+
+    items = re.findall(r"(\d+x)?(\d*[a-zA-Z])", codes[1:])
+    return "<" + "".join(pad + code for pad, code in items[:n])
 
 
 Fits = Callable[[Values], bool]
@@ -120,6 +138,7 @@ class FastPath:
         *,
         optional: Collection[str] = (),
         call: Sequence[CallValue] = (),
+        descriptors: Collection[str] = (),
     ):
         """``bucket_positions``: where each of ``buckets``' dimensions is among the call's
         values (which must clamp: a call past the last bucket goes to the last, as in the
@@ -142,7 +161,8 @@ class FastPath:
         # A rank the bundle was built for is the checked path's to enforce: never fast.
         shapes = [(index[c.arg], c.dim, c.rank) if c.arg else None for c in call]
         bucket = _bucket(bucket_positions, [stride for _, stride in lookup])
-        source = _source(params, bucket, {index[n] for n in optional}, shapes)
+        source = _source(params, bucket, {index[n] for n in optional}, shapes,
+                         {index[n] for n in descriptors})  # fmt: skip
         functions = _generate(source, env)
         self._signature: Callable[[Sequence[Any]], tuple[Any, ...]] = functions["signature"]
         self.lookup: Callable[[tuple[Any, ...], Mapping[str, Any]], tuple[Launcher, Values] | None]
@@ -178,6 +198,7 @@ def _source(
     bucket: str,
     optional: Collection[int] = (),
     shapes: Sequence[tuple[int, int, int | None] | None] = (),
+    described: Collection[int] = (),
 ) -> str:
     """``signature(args)`` and ``lookup(args, call)`` for this parameter list, unrolled.
     ``bucket``: the bucket's expression (``_bucket``); ``optional``: pointer positions that
@@ -188,7 +209,8 @@ def _source(
     # The signature: (dtype, is_cuda) of a tensor, the type of a scalar. Folding is_cuda in
     # means a CPU tensor's signature is never an accepted one.
     key = _tuple([_key(a, i in pointers, i in optional) for i, a in enumerate(names)])
-    values = _tuple([_value(a, i in pointers, i in optional) for i, a in enumerate(names)])
+    values = _tuple([_value(a, i in pointers, i in optional, i in described)
+                     for i, a in enumerate(names)])  # fmt: skip
     # Call values follow the arguments: by keyword, else a dimension of an argument's shape.
     extra = [
         f"call[names[{j}]]" if at is None else
@@ -199,6 +221,7 @@ def _source(
              for j, at in enumerate(shapes) if at is not None and at[2] is not None]  # fmt: skip
     call_values = f"\n        values += {_tuple(extra)}" if extra else ""
     # struct packs i1/u1 as bytes, so their 0..1 range needs a test of its own.
+    # (A descriptor's value is a tuple: its null address is refused when it is encoded.)
     refuse = [f"not values[{i}]" for i in pointers if i not in optional] + [
         f"not 0 <= values[{i}] <= 1" for i, p in enumerate(params) if p.type in ("i1", "u1")
     ]
@@ -237,9 +260,11 @@ def _key(a: str, pointer: bool, optional: bool) -> str:
     return f"{a}.dtype, {a}.is_cuda"
 
 
-def _value(a: str, pointer: bool, optional: bool) -> str:
+def _value(a: str, pointer: bool, optional: bool, described: bool = False) -> str:
     if not pointer:
         return a
+    if described:  # what descriptors.tensor gives: (address, shape, strides)
+        return f"({a}.data_ptr(), tuple({a}.shape), {a}.stride())"
     return f"0 if {a} is None else {a}.data_ptr()" if optional else f"{a}.data_ptr()"
 
 

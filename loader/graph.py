@@ -49,9 +49,7 @@ class _Binding:
         self.node = ctypes.c_void_p(node)
         self.values = values  # the bucket's own buffers
         self.slots = slots
-        self.buffer = ParamBuffer(
-            launcher.abi_types, launcher.positions, launcher.variant.scratch_args
-        )
+        self.buffer = ParamBuffer(launcher.abi_types, launcher.positions, launcher.scratch_slots)
         gx, gy, gz = launcher.grid(*values)
         self.params = KernelNodeParams(
             launcher.function, gx, gy, gz, launcher.block, 1, 1, launcher.shared,

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import args as _args
+from . import descriptors as _descriptors
 from .buckets import BucketGrid, kernel_grid, warm
 from .dispatch import order_variants
 from .errors import ArgumentError, NoTargetError
@@ -74,6 +75,7 @@ class Kernel:
         self._instances: dict[tuple[str, ...], _Instance] = {}
         self._vars = tuple(sorted(spec.dtype_vars))
         self._optional = spec.nullable
+        self._descriptors = frozenset(spec.descriptors)
         self._binding = self._vars + self._optional
         for inst in spec.instances:
             if inst.target == target:
@@ -92,7 +94,8 @@ class Kernel:
         grid_names = set().union(*(parse(g).names for g in spec.grid))
         keyword = [*spec.call, *(CallValue(h) for h in spec.host)]
         self._fast = FastPath(spec.params, self._key_positions, self.grid, grid_names,
-                              optional=spec.nullable, call=keyword)  # fmt: skip
+                              optional=spec.nullable, call=keyword,
+                              descriptors=spec.descriptors)  # fmt: skip
 
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)
@@ -116,6 +119,11 @@ class Kernel:
             elif a is None and p.name in self._optional:
                 values.append(0)  # compiled in as None: never passed
                 dtypes[i] = NONE
+            elif p.name in self._descriptors:  # (address, shape, strides): see descriptors.py
+                value, dt = _descriptors.tensor(a, p.name)
+                values.append(value)
+                if dt is not None:
+                    dtypes[i] = dt
             else:
                 addr, dt = _args.pointer(a, p.name)
                 values.append(addr)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from . import cubin as _cubin
 from . import driver as _driver
+from .descriptors import Expander, slot_types
 from .device import Device
 from .dispatch import assumption_checks
 from .errors import ArgumentError, BundleError, CudaError
@@ -72,10 +73,11 @@ class Launcher:
         self.grid: Callable[..., tuple[int, ...]] = compile_function(
             [parse(g) for g in spec.grid], names, consts
         )
-        types = {p.name: p.type for p in spec.params}
-        self.positions = tuple(param_index[n] for n in variant.abi)
-        self.abi_types = tuple(types[n] for n in variant.abi)
-        self._buffer = ParamBuffer(self.abi_types, self.positions, variant.scratch_args)
+        self._extra, self.abi_types, self.positions, scratch = _layout(
+            spec, variant, param_index, source.device
+        )
+        self.scratch_slots = scratch  # null pointers after the packed slots
+        self._buffer = ParamBuffer(self.abi_types, self.positions, scratch)
         self.holders = self._buffer.holders
         self.params = self._buffer.params
         self.function = 0
@@ -136,7 +138,10 @@ class Launcher:
         # Held from pack to launch: threads share the buffer, and the driver copies it at
         # the call. Packing first checks the values even when the grid turns out empty.
         with self._lock:
-            self._buffer.pack(values)
+            if self._extra is None:
+                self._buffer.pack(values)
+            else:  # descriptors to encode, scratch to find: the ABI's extra slots
+                self._buffer.pack(self._extra(values, self._grid_of(values), stream))
             try:
                 gx, gy, gz = self.grid(*values)
             except ArithmeticError as exc:  # a division by zero, for these values
@@ -162,6 +167,16 @@ class Launcher:
         if code:
             self.source.device.drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
 
+    def _grid_of(self, values: Sequence[Any]) -> tuple[int, int, int]:
+        try:
+            gx, gy, gz = self.grid(*values)
+        except ArithmeticError as exc:
+            raise ArgumentError(
+                f"{self.kernel}(): its grid ({self.grid_text}) cannot be computed for "
+                f"these arguments: {exc}"
+            ) from None
+        return gx, gy, gz
+
     def host_parts(
         self, values: Sequence[Any], stream: int
     ) -> tuple[Callable[[], None], Callable[[], Any], Callable[[], int], Callable[[], int]]:
@@ -171,7 +186,10 @@ class Launcher:
         with argtypes. The buffer is packed with ``values`` first, so that a driver call
         alone launches them."""
         self.load()
-        self._buffer.pack(values)
+        packed = (
+            values if self._extra is None else self._extra(values, self._grid_of(values), stream)
+        )
+        self._buffer.pack(packed)
         gx, gy, gz = self.grid(*values)
         handle = ctypes.c_void_p(stream) if stream else None
         untyped, typed = self._launch, self.source.device.drv.launch_raw
@@ -180,7 +198,7 @@ class Launcher:
         )  # fmt: skip
 
         def pack_grid() -> tuple[int, ...]:
-            self._buffer.pack(values)
+            self._buffer.pack(packed)
             return self.grid(*values)
 
         return (
@@ -189,3 +207,54 @@ class Launcher:
             lambda: untyped(fn_arg, gx, gy, gz, block, 1, 1, shared, handle, params, None),
             lambda: typed(fn, gx, gy, gz, block, 1, 1, shared, stream, params, None),
         )
+
+
+Extra = Callable[[Sequence[Any], tuple[int, int, int], int], tuple[Any, ...]]
+
+
+def _layout(
+    spec: KernelSpec, variant: VariantSpec, param_index: dict[str, int], device: Device
+) -> tuple[Extra | None, tuple[str, ...], tuple[int, ...], int]:
+    """The launcher's ABI: (the function that appends the extra slots' values to a call's
+    values, or None if there are none; each slot's type; each slot's position among the
+    values, extras included; the null scratch pointers that follow)."""
+    types = {p.name: p.type for p in spec.params}
+    scratch = variant.scratch_args
+    if not variant.descriptors and not variant.global_scratch:
+        return (
+            None,
+            tuple(types[n] for n in variant.abi),
+            tuple(param_index[n] for n in variant.abi),
+            scratch,
+        )
+    nvalues = len(param_index)
+    expander = Expander(
+        spec.name, variant.descriptors, param_index, nvalues,
+        lambda *a: device.drv.encode_tensor_map(*a),
+    )  # fmt: skip
+    described = {d.param: d for d in variant.descriptors}
+    abi: list[str] = []
+    positions: list[int] = []
+    for n in variant.abi:
+        if n in described:
+            slots = slot_types(described[n])
+            abi += slots
+            positions += range(expander.starts[n], expander.starts[n] + len(slots))
+        else:
+            abi.append(types[n])
+            positions.append(param_index[n])
+    per_program = variant.global_scratch
+    if per_program:  # the first scratch pointer is packed: it points into the pool
+        abi.append("*")
+        positions.append(nvalues + expander.size)
+        scratch -= 1
+    pool = device.scratch
+
+    def extra(values: Sequence[Any], grid: tuple[int, int, int], stream: int) -> tuple[Any, ...]:
+        out = expander(values) if described else tuple(values)
+        if per_program:
+            nbytes = grid[0] * grid[1] * grid[2] * per_program
+            out += (pool.get(stream, nbytes) if nbytes > 0 else 0,)
+        return out
+
+    return extra, tuple(abi), tuple(positions), scratch

@@ -92,6 +92,8 @@ class FakeLib:
     execs: dict[int, list[Launch]] = field(default_factory=dict)
     events: set[int] = field(default_factory=set)
     streams: set[int] = field(default_factory=set)
+    tensor_maps: list[tuple[Any, ...]] = field(default_factory=list)  # cuTensorMapEncodeTiled calls
+    allocations: list[int] = field(default_factory=list)  # cuMemAlloc sizes, in order
     _next: int = 0x9000
     # Model CUDA's per-thread current context: a launch from a thread that never made a
     # context current fails with CUDA_ERROR_INVALID_CONTEXT (201).
@@ -231,8 +233,25 @@ class FakeLib:
     def cuStreamSynchronize(self, stream: Any) -> int:
         return 0
 
+    def cuTensorMapEncodeTiled(
+        self, out: Any, elem_type: int, rank: int, address: Any, dims: Any, strides: Any,
+        box: Any, elem_strides: Any, interleave: int, swizzle: int, l2: int, fill: int,
+    ) -> int:  # fmt: skip
+        """Records the call and writes its arguments into the 128-byte map, so a test can
+        read back from a launch's parameters which tensor a map describes."""
+        call = (
+            elem_type, rank, _v(address), tuple(dims[:rank]), tuple(strides[: rank - 1]),
+            tuple(box[:rank]), tuple(elem_strides[:rank]), interleave, swizzle, l2, fill,
+        )  # fmt: skip
+        self.tensor_maps.append(call)
+        words = [_v(address), elem_type, swizzle, *call[3], *call[4], *call[5]]
+        for i, w in enumerate(words[:16]):
+            out[i] = w
+        return 0
+
     def cuMemAlloc_v2(self, out: Any, size: int) -> int:
         buf = ctypes.create_string_buffer(_v(size))
+        self.allocations.append(_v(size))
         self.memory[ctypes.addressof(buf)] = buf
         self._out(out, ctypes.addressof(buf))
         return 0

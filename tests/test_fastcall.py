@@ -386,7 +386,8 @@ def test_param_buffer_lays_out_slots_as_c_does(
     class Struct(ctypes.Structure):
         _fields_ = [(f"f{i}", t) for i, t in enumerate(ctype)]
 
-    base = ctypes.addressof(buf.storage)
+    assert buf.base % 64 == 0
+    base = buf.base
     assert [a - base for a in buf.params] == [
         getattr(Struct, f"f{i}").offset for i in range(len(ctype))
     ]
@@ -467,3 +468,15 @@ def test_cpu_benchmark_runs() -> None:
         check=True,
     ).stdout
     assert "fast path: k(*tensors)" in out and "checked path" in out
+
+
+def test_param_buffer_places_a_tensor_map_at_64_bytes_by_value() -> None:
+    # A CUtensorMap parameter is 128 bytes aligned to 64 (CUDA's alignas(64)), then the
+    # descriptor's shape (i32) and strides (i64), as Triton's launcher passes them.
+    buf = ParamBuffer(["*", "i32", "tensormap", "i32", "i32", "i64", "i64"], range(7), 2)
+    assert [a - buf.base for a in buf.params] == [0, 8, 64, 192, 196, 200, 208, 216, 224]
+    tmap = bytes(range(128))
+    buf.pack([0xABC0, 7, tmap, 3, 4, 40, 1])
+    assert bytes(buf.holders[2]) == tmap
+    values = [buf.holders[i].value for i in (0, 1, 3, 4, 5, 6, 7, 8)]
+    assert values == [0xABC0, 7, 3, 4, 40, 1, 0, 0]

@@ -24,6 +24,7 @@ from ..config import Config, Constexpr
 from ..shipped import Autotune, Shipped
 from .kernel_access import parse_access
 from .kernel_call import CallValue, parse_call
+from .kernel_descriptors import parse_descriptors
 from .kernel_launch import (
     check_tiles,
     example_specializations,
@@ -49,7 +50,7 @@ from .validate import IDENT, Validator, show, sorted_names
 KERNEL_KEYS = (
     "tune", "name", "source", "signature", "dtypes", "grid", "buckets", "sizes", "fixed",
     "space", "default", "derived", "call", "optional", "host", "constraints",
-    "specializations", "reference", "inputs", "shapes", "strides", "writes",
+    "specializations", "reference", "inputs", "shapes", "strides", "writes", "descriptors",
 )  # fmt: skip
 
 
@@ -97,6 +98,9 @@ class KernelRecipe:
     # a call passes them by keyword, as launch_config() gave them, and only a variant with
     # those values may serve it.
     host: tuple[str, ...] = ()
+    # Tensor arguments read through TMA descriptors -> their block shape (meta-parameter
+    # expressions): see kernel_descriptors.py.
+    descriptors: Mapping[str, tuple[Expr, ...]] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -132,6 +136,7 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
     values.check_names(v, w, kernel, meta)
     signature, inferred, example = _signature(v, k, w, kernel, dtypes, inputs, root, values, meta)
     optional, always_none = _optional(v, k, w, signature, example)
+    descriptors = parse_descriptors(v, k, w, signature, meta)
     buckets, sizes = values.typed(v, w, signature)
     names = Names(
         w=w,
@@ -165,8 +170,9 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         space=meta.space,
         default=parse_default(v, k, w, meta.space),
         constraints=parse_constraints(v, k, w, names),
-        specializations=_specializations(
-            v, k, w, signature, buckets, kernel, example, values.listed
+        specializations=_undescribed(
+            _specializations(v, k, w, signature, buckets, kernel, example, values.listed),
+            descriptors,
         ),
         tune=tune,
         reference=reference,
@@ -183,7 +189,23 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         autotune=kernel.autotune,
         heuristics=meta.translated,
         host=parse_host(v, k, w, meta),
+        descriptors=descriptors,
     )
+
+
+def _undescribed(
+    specializations: tuple[Mapping[str, int], ...], descriptors: Mapping[str, Any]
+) -> tuple[Mapping[str, int], ...]:
+    """The specializations without descriptor arguments: Triton takes no assumption on a
+    descriptor (TMA has its own alignment rules, which the loader checks at the call)."""
+    if not descriptors:
+        return specializations
+    out: list[Mapping[str, int]] = []
+    for spec in specializations:
+        kept = {p: a for p, a in spec.items() if p not in descriptors}
+        if kept and kept not in out:
+            out.append(kept)
+    return tuple(out)
 
 
 def _specializations(

@@ -1,0 +1,264 @@
+"""TMA tensor descriptors and global scratch (issue 21), on the CPU: real Triton compiles of
+recipes/hopper's kernels for sm_90, then the loader on the fake driver — the ABI it packs
+(tensor map by value, then shape and strides), what it asks cuTensorMapEncodeTiled, the
+cache of encoded maps, TMA's alignment rules refused with the argument named, and the
+per-stream scratch pool. tests/gpu/test_hopper_gpu.py runs the same kernels on an H200.
+"""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import loader
+from aot.build import build
+from aot.errors import RecipeError
+from aot.recipe import load
+from loader.errors import ArgumentError
+from loader.format import BundleFile
+from loader.manifest import Manifest
+from tests.conftest import env_for
+from tests.fakecuda import FakeLib
+
+ROOT = Path(__file__).resolve().parents[1]
+HOPPER = ROOT / "recipes" / "hopper"
+
+RECIPE = """
+format = 1
+[bundle]
+name = "tma"
+version = "0.1.0"
+targets = ["sm_90"]
+
+[[kernel]]
+name = "matmul_tma"
+source = "hopper/tma_matmul.py:matmul_tma_persistent"
+grid = "min(NUM_SMS, cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N))"
+dtypes = { T = ["fp16"] }
+buckets = { M = [64, 4096] }
+sizes = { N = 4096, K = 4096 }
+fixed = { GROUP_M = 8, WARP_SPECIALIZE = false, BLOCK_K = 64 }
+specializations = [{ "*" = 16, M = 0 }]
+signature = { a_desc = "*T", b_desc = "*T", c_desc = "*T", M = "i32", N = "i32", K = "i32" }
+[kernel.descriptors]
+a_desc = ["BLOCK_M", "BLOCK_K"]
+b_desc = ["BLOCK_K", "BLOCK_N"]
+c_desc = ["BLOCK_M", "BLOCK_N"]
+[kernel.space]
+BLOCK_M = [64]
+BLOCK_N = [128]
+num_warps = [4]
+num_stages = [3]
+
+[[kernel]]
+name = "matmul_tma_device"
+source = "hopper/tma_matmul.py:matmul_tma_device"
+grid = "min(NUM_SMS, cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N))"
+dtypes = { T = ["fp16"] }
+buckets = { M = [64, 4096] }
+sizes = { N = 4096, K = 4096 }
+fixed = { GROUP_M = 8, WARP_SPECIALIZE = false, BLOCK_K = 64 }
+specializations = []
+[kernel.signature]
+a_ptr = "*T"
+b_ptr = "*T"
+c_ptr = "*T"
+M = "i32"
+N = "i32"
+K = "i32"
+stride_am = "i32"
+stride_bk = "i32"
+stride_cm = "i32"
+[kernel.space]
+BLOCK_M = [64]
+BLOCK_N = [128]
+num_warps = [4]
+num_stages = [3]
+"""
+
+
+class Tensor:
+    """Duck-typed like a CUDA torch tensor, with shape and strides (in elements)."""
+
+    def __init__(self, addr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
+                 dtype: str = "torch.float16"):  # fmt: skip
+        self.addr, self.shape, self.dtype, self.is_cuda = addr, shape, dtype, True
+        self._strides = strides or tuple(_prod(shape[i + 1 :]) for i in range(len(shape)))
+
+    def data_ptr(self) -> int:
+        return self.addr
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+    def numel(self) -> int:
+        return _prod(self.shape)
+
+
+def _prod(xs: tuple[int, ...]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tma")
+    shutil.copytree(HOPPER, root / "hopper")
+    (root / "tma.toml").write_text(RECIPE)
+    out = root / "tma.aotc"
+    build(root / "tma.toml", out, env_for(root / "cache"), root)
+    return out
+
+
+def test_the_manifest_records_each_variants_tensor_maps_and_scratch(bundle: Path) -> None:
+    with BundleFile(bundle) as bf:
+        m = Manifest.from_json(bf.manifest)
+    host, device = m.kernels
+    assert host.descriptors == ("a_desc", "b_desc", "c_desc") and device.descriptors == ()
+    for inst in host.instances:
+        for v in inst.variants.values():
+            assert [d.param for d in v.descriptors] == ["a_desc", "b_desc", "c_desc"]
+            assert all(d.tma and d.elem_size == 2 and d.elem_type == 6 for d in v.descriptors)
+            # The box is the block, or narrower where the copy is split at the swizzle span
+            # (128 bytes: 64 fp16 elements innermost).
+            a, b, c = (d.block for d in v.descriptors)
+            assert a == (64, 64) and b[0] == 64 and c[0] == 64 and b[1] <= 128 >= c[1]
+            assert v.global_scratch == 0
+            assert not set(v.assume) & {"a_desc", "b_desc", "c_desc"}
+    for inst in device.instances:
+        for v in inst.variants.values():
+            assert v.descriptors == () and v.global_scratch > 0 and v.global_scratch_align > 0
+
+
+def _matmul_args(m: int, n: int = 4096, k: int = 4096) -> list[Any]:
+    a = Tensor(0x100000, (m, k))
+    b = Tensor(0x200000, (k, n))
+    c = Tensor(0x300000, (m, n))
+    return [a, b, c, m, n, k]
+
+
+def test_a_call_passes_each_descriptor_as_triton_does(fake: FakeLib, bundle: Path) -> None:
+    b = loader.open(bundle)
+    kernel = b["matmul_tma"]
+    variant = kernel.variant_for(*_matmul_args(100))
+    kernel(*_matmul_args(100))
+    boxes = [tuple(reversed(d.block)) for d in variant.descriptors]
+    assert fake.tensor_maps == [
+        # (CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank, address, dims and box innermost first,
+        #  byte strides of the outer dims, element strides, no interleave, the variant's
+        #  swizzle, L2 promotion 128B, no NaN fill)
+        (6, 2, 0x100000, (4096, 100), (8192,), boxes[0], (1, 1), 0, d.swizzle, 2, 0)
+        if d.param == "a_desc" else
+        (6, 2, 0x200000, (4096, 4096), (8192,), boxes[1], (1, 1), 0, d.swizzle, 2, 0)
+        if d.param == "b_desc" else
+        (6, 2, 0x300000, (4096, 100), (8192,), boxes[2], (1, 1), 0, d.swizzle, 2, 0)
+        for d in variant.descriptors
+    ]  # fmt: skip
+    launch = fake.launches[-1]
+    assert launch.grid == (min(132, 2 * 32), 1, 1)
+    # The cubin's own parameter list was checked against this layout when it was loaded;
+    # read it back: per descriptor, the 128-byte map, its shape (two i32: one word read)
+    # and strides (two i64), then M, N, K and the two scratch pointers, null.
+    words = launch.params
+    slot = 0
+    for addr, rows in ((0x100000, 100), (0x200000, 4096), (0x300000, 100)):
+        assert words[slot] == addr  # the fake map's first word: the address it describes
+        assert words[slot + 1] == struct.unpack("<q", struct.pack("<ii", rows, 4096))[0]
+        assert words[slot + 3 : slot + 5] == [4096, 1] or words[slot + 3] == 4096
+        slot += 5
+    assert [w & 0xFFFFFFFF for w in words[-5:-2]] == [100, 4096, 4096]  # i32 slots
+    assert words[-2:] == [0, 0]
+
+
+def test_encoded_maps_are_cached_per_tensor(fake: FakeLib, bundle: Path) -> None:
+    kernel = loader.open(bundle)["matmul_tma"]
+    args = _matmul_args(64)
+    for _ in range(5):
+        kernel(*args)
+    assert len(fake.tensor_maps) == 3 and len(fake.launches) == 5
+    other = _matmul_args(64)
+    other[2] = Tensor(0x400000, (64, 4096))  # a new output buffer: only its map is encoded
+    kernel(*other)
+    assert len(fake.tensor_maps) == 4 and fake.tensor_maps[-1][2] == 0x400000
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda a: Tensor(0x100008, a.shape), "not 16-byte aligned"),
+        (lambda a: Tensor(a.addr, (100, 4090), (4090, 1)), "not a multiple of 16 bytes"),
+        (lambda a: Tensor(a.addr, a.shape, (1, 100)), "innermost dimension is strided"),
+        (lambda a: Tensor(a.addr, (100, 4096, 1)), "rank 3"),
+        (lambda a: a.addr, "pass the tensor itself"),
+    ],
+)
+def test_a_tensor_tma_cannot_read_is_refused_naming_it(
+    fake: FakeLib, bundle: Path, change: Any, message: str
+) -> None:
+    kernel = loader.open(bundle)["matmul_tma"]
+    args = _matmul_args(100)
+    args[0] = change(args[0])
+    with pytest.raises(ArgumentError, match=message) as err:
+        kernel(*args)
+    assert "'a_desc'" in str(err.value)
+    assert fake.launches == []
+
+
+def test_the_fast_path_encodes_as_the_checked_path(fake: FakeLib, bundle: Path) -> None:
+    kernel = loader.open(bundle)["matmul_tma"]
+    kernel(*_matmul_args(100))  # checked: learns the signature
+    first = list(fake.launches[-1].params)
+    fake.tensor_maps.clear()
+    kernel(*_matmul_args(100))  # the fast path: same values, the maps from the cache
+    assert fake.launches[-1].params == first and fake.tensor_maps == []
+    bad = _matmul_args(100)
+    bad[1] = Tensor(0x200004, (4096, 4096))
+    with pytest.raises(ArgumentError, match=r"'b_desc'.*16-byte"):
+        kernel(*bad)
+
+
+def test_global_scratch_comes_from_one_buffer_per_stream(fake: FakeLib, bundle: Path) -> None:
+    fake.sms = 1024  # a GPU this wide runs enough programs to outgrow the first buffer
+    kernel = loader.open(bundle)["matmul_tma_device"]
+
+    def call(m: int, stream: int = 0) -> int:
+        a, b = Tensor(0x100000, (m, 4096)), Tensor(0x200000, (4096, 4096))
+        c = Tensor(0x300000, (m, 4096))
+        kernel(a, b, c, m, 4096, 4096, 4096, 4096, 4096, stream=stream)
+        return int(fake.launches[-1].params[-2])  # global scratch: the last but one
+
+    with BundleFile(bundle) as bf:
+        per_program = Manifest.from_json(bf.manifest).kernels[1].instances[0].variants
+    size = next(iter(per_program.values())).global_scratch
+    small = call(64)  # 32 programs
+    assert small and len(fake.allocations) == 1 and fake.allocations[0] >= 32 * size
+    assert call(64) == small and call(100) == small  # steady state: no allocation
+    assert len(fake.allocations) == 1
+    big = call(4096)  # 1024 programs: the buffer grows once, to a power of two
+    assert len(fake.allocations) == 2 and fake.allocations[1] >= 1024 * size > 1 << 16
+    assert call(4096) == big and call(64) == big and len(fake.allocations) == 2
+    other = call(64, stream=0x777)  # another stream: a buffer of its own
+    assert other != big and len(fake.allocations) == 3
+
+
+def test_descriptors_in_a_recipe_are_checked(tmp_path: Path) -> None:
+    shutil.copytree(HOPPER, tmp_path / "hopper")
+
+    def refused(old: str, new: str) -> str:
+        (tmp_path / "r.toml").write_text(RECIPE.replace(old, new, 1))
+        with pytest.raises(RecipeError) as err:
+            load(tmp_path / "r.toml")
+        return str(err.value)
+
+    msg = refused('a_desc = ["BLOCK_M", "BLOCK_K"]', 'M = ["BLOCK_M", "BLOCK_K"]')
+    assert "descriptors.M" in msg and "not a pointer argument" in msg
+    msg = refused('a_desc = ["BLOCK_M", "BLOCK_K"]', 'a_desc = ["BLOCK_M", "BLOCK_Q"]')
+    assert "descriptors.a_desc[1]" in msg and "BLOCK_Q" in msg
+    msg = refused('a_desc = ["BLOCK_M", "BLOCK_K"]', "a_desc = []")
+    assert "descriptors.a_desc" in msg and "block shape" in msg
