@@ -47,13 +47,18 @@ def attention_inputs(sizes, dtypes, device="cuda"):
 
 
 def _attention(q, k, v, sm_scale, Z, H, N_CTX, causal):
-    shape = (Z, H, N_CTX, q.shape[-1])
-    q, k, v = (t.reshape(shape).double() for t in (q, k, v))
-    s = (q @ k.transpose(-1, -2)) * sm_scale
+    """float64 attention, one head at a time (a 16k x 16k score matrix is 2 GiB)."""
+    out = torch.empty(q.shape, dtype=torch.float64, device=q.device)
+    mask = None
     if causal:
         mask = torch.ones(N_CTX, N_CTX, dtype=torch.bool, device=q.device).triu(1)
-        s = s.masked_fill(mask, float("-inf"))
-    return (s.softmax(-1) @ v).reshape(Z * H * N_CTX, -1)
+    for head in range(Z * H):
+        rows = slice(head * N_CTX, (head + 1) * N_CTX)
+        s = (q[rows].double() @ k[rows].double().T) * sm_scale
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        out[rows] = s.softmax(-1) @ v[rows].double()
+    return out
 
 
 def attention_reference(q, k, v, o, sm_scale, Z, H, N_CTX):

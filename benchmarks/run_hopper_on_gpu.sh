@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Hopper kernels (issue 21) on an H100/H200, one call: the kernels through Triton's JIT
+# (a sanity check independent of aotc), recipes/hopper.toml built and tuned on this GPU,
+# tests/gpu/test_hopper_gpu.py on that bundle, then benchmarks/hopper_bench.py. Logs, the
+# build's report and tuning database and the benchmark's JSON come back in
+# $OUT/hopper.tar.gz; a summary is printed last.
+#   device: carry [".whl"], command: bash benchmarks/run_hopper_on_gpu.sh
+set -uo pipefail
+OUT=${OUT:-gpu-out}
+W=${W:-/tmp/aotc-hopper}
+mkdir -p "$OUT" "$W/logs"
+if ! python3 -c 'import zstandard' 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export AOTC_CACHE_DIR=$W/cache AOTC_NO_PROGRESS=1
+S="$W/logs/summary.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$S"
+pack() { (cd "$W" && tar czf "$OUT/hopper.tar.gz" logs hopper.report.md hopper.tunedb.jsonl 2>/dev/null); }
+trap 'pack; cat "$S"' EXIT
+stage() {  # stage NAME SECONDS COMMAND...: run with a limit, log, note the exit code and time
+  local name=$1 limit=$2 start=$SECONDS; shift 2
+  timeout -k 5 "$limit" "$@" > "$W/logs/$name.log" 2>&1
+  echo "$name: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/$name.log")" >> "$S"
+}
+[[ " ${STAGES:-jit build tests bench} " == *" jit "* ]] && \
+  stage jit "${JIT_LIMIT:-45}" python3 benchmarks/hopper_jit_check.py --quick
+[[ " ${STAGES:-jit build tests bench} " == *" build "* ]] && \
+  stage build "${BUILD_LIMIT:-300}" python3 -m aot.cli build recipes/hopper.toml -o "$W/hopper.aotc" -j 16
+pack
+if [[ -f "$W/hopper.aotc" ]]; then export AOTC_TEST_HOPPER_BUNDLE=$W/hopper.aotc; fi
+[[ " ${STAGES:-jit build tests bench} " == *" tests "* ]] && \
+  stage tests "${TEST_LIMIT:-100}" python3 -m pytest -q -m gpu tests/gpu/test_hopper_gpu.py -p no:cacheprovider -rf -x
+grep -E "^(FAILED|ERROR)|Error" "$W/logs/tests.log" 2>/dev/null | head -8 >> "$S"
+pack
+if [[ -f "$W/hopper.aotc" && " ${STAGES:-jit build tests bench} " == *" bench "* ]]; then
+  stage bench "${BENCH_LIMIT:-120}" python3 benchmarks/hopper_bench.py --bundle "$W/hopper.aotc" \
+    --json "$W/logs/bench.json" --lengths "${LENGTHS:-512,1024,4096,16384}"
+  grep -vE "^\[hopper_bench\]" "$W/logs/bench.log" | tail -45 >> "$S"
+fi

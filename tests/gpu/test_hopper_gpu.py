@@ -1,0 +1,161 @@
+"""Hopper kernels on an H100/H200 (issue 21): recipes/hopper.toml's TMA matmuls (host and
+in-kernel descriptors) and attention forward (causal and not, head dims 64 and 128), fp16
+and bf16, through the loader: at buckets and between them, against float64 references,
+with outputs poisoned first; tensors TMA cannot read are refused before any launch.
+
+AOTC_TEST_HOPPER_BUNDLE names a bundle of recipes/hopper.toml (tuned on this GPU by
+benchmarks/run_hopper_on_gpu.sh); without it one is built here with the heuristic's picks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+RECIPE = ROOT / "recipes" / "hopper.toml"
+TOL = 1e-2
+
+
+@pytest.fixture(scope="module")
+def hopper(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    import torch
+
+    import loader
+
+    given = os.environ.get("AOTC_TEST_HOPPER_BUNDLE")
+    if given:
+        path = Path(given)
+    else:
+        from aot.build import build
+        from aot.env import Environment
+
+        tmp = tmp_path_factory.mktemp("hopper")
+        path = tmp / "hopper.aotc"
+        build(RECIPE, path, Environment(cache_dir=tmp / "cache", jobs=8, progress=False), tmp)
+    torch.cuda.init()
+    return loader.open(path)
+
+
+def _dt(name: str) -> Any:
+    import torch
+
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}[name]
+
+
+def _check(out: Any, ref: Any) -> float:
+    import torch
+
+    out64 = out.double()
+    assert torch.isfinite(out64).all(), "output has NaN/inf (unwritten elements)"
+    return float(torch.linalg.norm(out64 - ref) / torch.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("m", [64, 100, 128, 300, 512, 1000, 4096, 5000, 8192])
+def test_matmul_with_host_descriptors(hopper: Any, dtype: str, m: int) -> None:
+    import torch
+
+    n, k = 4096, 4096
+    a = torch.randn(m, k, device="cuda", dtype=_dt(dtype))
+    b = torch.randn(k, n, device="cuda", dtype=_dt(dtype)) / k**0.5
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=_dt(dtype))
+    hopper["matmul_tma"](a, b, c, m, n, k)
+    torch.cuda.synchronize()
+    assert _check(c, a.double() @ b.double()) < TOL
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (77, 200, 120), (1000, 4096, 4096),
+                                           (4096, 4096, 4096), (5000, 1024, 2048)])  # fmt: skip
+def test_matmul_with_device_descriptors_and_scratch(
+    hopper: Any, dtype: str, m: int, n: int, k: int
+) -> None:
+    import torch
+
+    a = torch.randn(m, k, device="cuda", dtype=_dt(dtype))
+    b = torch.randn(k, n, device="cuda", dtype=_dt(dtype)) / k**0.5
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=_dt(dtype))
+    hopper["matmul_tma_device"](a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0))
+    torch.cuda.synchronize()
+    assert _check(c, a.double() @ b.double()) < TOL
+
+
+def test_odd_sizes_with_host_descriptors(hopper: Any) -> None:
+    import torch
+
+    m, n, k = 77, 200, 120  # edges: TMA pads loads with zeros and clips stores
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    hopper["matmul_tma"](a, b, c, m, n, k)
+    torch.cuda.synchronize()
+    assert _check(c, a.double() @ b.double()) < TOL
+
+
+def test_tensors_tma_cannot_read_are_refused(hopper: Any) -> None:
+    import torch
+
+    import loader
+
+    m, n, k = 256, 4096, 4096
+    base = torch.randn(m * k + 8, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+    c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
+    shifted = base[1 : 1 + m * k].view(m, k)  # 2 bytes past a 16-byte boundary
+    with pytest.raises(loader.ArgumentError, match="a_desc.*16-byte aligned"):
+        hopper["matmul_tma"](shifted, b, c, m, n, k)
+    wide = torch.randn(m, k + 4, device="cuda", dtype=torch.float16)[:, :k]  # row 8200 B
+    with pytest.raises(loader.ArgumentError, match="a_desc.*multiple of 16 bytes"):
+        hopper["matmul_tma"](wide, b, c, m, n, k)
+    with pytest.raises(loader.ArgumentError, match="b_desc.*innermost"):
+        hopper["matmul_tma"](base[: m * k].view(m, k), b.t(), c, m, n, k)
+    torch.cuda.synchronize()
+    assert not c.any()  # nothing ran
+
+
+def _attention(q: Any, k: Any, v: Any, z: int, h: int, n: int, causal: bool, scale: float) -> Any:
+    import torch
+
+    shape = (z, h, n, q.shape[-1])
+    q64, k64, v64 = (t.reshape(shape).double() for t in (q, k, v))
+    s = (q64 @ k64.transpose(-1, -2)) * scale
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=q.device).triu(1), -torch.inf)
+    return (s.softmax(-1) @ v64).reshape(z * h * n, -1)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n", [512, 768, 1024, 4096])
+def test_attention_with_host_descriptors(
+    hopper: Any, dtype: str, causal: bool, d: int, n: int
+) -> None:
+    import torch
+
+    z, h = 2, 8
+    q, k, v = (torch.randn(z * h * n, d, device="cuda", dtype=_dt(dtype)) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    scale = d**-0.5
+    name = f"attention_d{d}" + ("_causal" if causal else "")
+    hopper[name](q, k, v, o, scale, z, h, n)
+    torch.cuda.synchronize()
+    assert _check(o, _attention(q, k, v, z, h, n, causal, scale)) < TOL
+
+
+def test_attention_refuses_a_length_its_blocks_do_not_divide(hopper: Any) -> None:
+    import torch
+
+    import loader
+
+    z, h, n, d = 1, 2, 520, 64
+    q, k, v = (torch.randn(z * h * n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    o = torch.zeros_like(q)
+    with pytest.raises(loader.ArgumentError, match="N_CTX"):
+        hopper["attention_d64"](q, k, v, o, 0.125, z, h, n)
