@@ -23,6 +23,7 @@ from loader.manifest import TRITON_SCRATCH_ARGS, DescriptorSpec
 
 from .cache import CompileCache, key_of
 from .config import Constexpr, triton_value
+from .descriptors import descriptor_record, descriptor_specs
 from .errors import BuildError
 from .kernel_env import fixed_for
 from .plan import Instance, Plan, Variant
@@ -179,7 +180,7 @@ def run_job(job: Job) -> dict[str, Any]:
             "function": md.name,
             "shared": int(md.shared),
             "cubin": cubin,
-            **descriptor_record(job, md),
+            **descriptor_record(job.signature, md),
         }
     except MemoryError:
         # Out of memory says how loaded this machine was, not what the compiler thinks of
@@ -188,36 +189,6 @@ def run_job(job: Job) -> dict[str, Any]:
                 TRANSIENT: True}  # fmt: skip
     except Exception as exc:  # a failing candidate is a result, not a crash
         return {"ok": False, "reason": _reason(exc)}
-
-
-# Triton's device-side TMA element types differ from the driver's CUtensorMapDataType in
-# three places (triton/backends/nvidia/driver.py, TMA_DTYPE_DEVICE_TO_HOST).
-_TMA_HOST_TYPE = {8: 10, 9: 8, 10: 9}
-
-
-def descriptor_record(job: Job, md: Any) -> dict[str, Any]:
-    """What the loader needs of a variant's descriptors and global scratch: per descriptor
-    argument (in order), its box, swizzle and element type when Triton lowered it to TMA
-    (None otherwise), and the scratch bytes per program. Empty for a plain kernel."""
-    out: dict[str, Any] = {}
-    described = [t for _, t in job.signature if t.startswith("tensordesc")]
-    if described:
-        metas = list(getattr(md, "tensordesc_meta", None) or [None] * len(described))
-        out["descriptors"] = [
-            None if m is None else {
-                "block": [int(b) for b in m["block_size"]],
-                "swizzle": int(m["swizzle"]),
-                "elem_type": _TMA_HOST_TYPE.get(int(m["elem_type"]), int(m["elem_type"])),
-                "elem_size": int(m["elem_size"]),
-                "fp4_padded": bool(m.get("fp4_padded", False)),
-            }
-            for m in metas
-        ]  # fmt: skip
-    size = int(getattr(md, "global_scratch_size", 0) or 0)
-    if size:
-        out["global_scratch"] = size
-        out["global_scratch_align"] = int(getattr(md, "global_scratch_align", 1) or 1)
-    return out
 
 
 def _reason(exc: BaseException) -> str:
@@ -397,7 +368,7 @@ def _finish(
     regs = info.regs.get(fn, max(info.regs.values(), default=0))
     abi = tuple(n for n, t in job.signature if t != "constexpr")
     try:
-        descriptors = _descriptors(job, rec)
+        descriptors = descriptor_specs(job.signature, rec)
     except ValueError as exc:
         return Compiled(var, False, reason=str(exc), cached=cached)
     slots = len(abi) + sum(len(slot_types(d)) - 1 for d in descriptors)
@@ -424,26 +395,3 @@ def _finish(
         descriptors=descriptors, global_scratch=int(rec.get("global_scratch", 0)),
         global_scratch_align=int(rec.get("global_scratch_align", 0)),
     )  # fmt: skip
-
-
-def _descriptors(job: Job, rec: dict[str, Any]) -> tuple[DescriptorSpec, ...]:
-    """The manifest's record of each descriptor argument of a compiled job, in order."""
-    names = [(n, t) for n, t in job.signature if t.startswith("tensordesc")]
-    metas = rec.get("descriptors") or [None] * len(names)
-    out = []
-    for (name, ty), m in zip(names, metas, strict=True):
-        block = tuple(int(b) for b in ty[ty.index("[") + 1 : ty.index("]")].split(","))
-        if m is None:
-            out.append(DescriptorSpec(name, block, tma=False))
-            continue
-        if m.get("fp4_padded"):
-            raise ValueError(f"descriptor {name!r}: packed fp4 tensors are not supported")
-        # The box may be narrower than the block: Triton splits a copy wider than the
-        # swizzle span into several, and encodes the map with the box it copies.
-        box = tuple(m["block"])
-        if len(box) != len(block):
-            raise ValueError(f"descriptor {name!r}: Triton lowered it with the box {list(box)}, "
-                             f"of another rank than its block {list(block)}")  # fmt: skip
-        spec = DescriptorSpec(name, box, True, m["swizzle"], m["elem_type"], m["elem_size"])
-        out.append(spec)
-    return tuple(out)

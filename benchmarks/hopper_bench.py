@@ -17,6 +17,7 @@ medians of triton.testing.do_bench (L2 flushed between runs).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
@@ -44,12 +45,13 @@ def matmul_rows(bundle: Any, ms: list[int]) -> list[dict[str, Any]]:
             a = torch.randn(m, k, device="cuda", dtype=dtype)
             b = torch.randn(k, n, device="cuda", dtype=dtype) / k**0.5
             c = torch.empty(m, n, device="cuda", dtype=dtype)
-            ours = bench(lambda: kernel(a, b, c, m, n, k))
-            ref = bench(lambda: torch.mm(a, b, out=c))
+            ours = bench(functools.partial(kernel, a, b, c, m, n, k))
+            ref = bench(functools.partial(torch.mm, a, b, out=c))
             v = kernel.variant_for(a, b, c, m, n, k)
+            config = {**v.meta, "warps": v.num_warps, "stages": v.num_stages}
             rows.append({"dtype": str(dtype)[6:], "M": m, "ours_us": ours, "cublas_us": ref,
                          "ratio": ref / ours, "tflops": 2 * m * n * k / ours / 1e6,
-                         "config": {**v.meta, "warps": v.num_warps, "stages": v.num_stages}})  # fmt: skip
+                         "config": config})  # fmt: skip
             print(f"[hopper_bench] matmul {rows[-1]}", file=sys.stderr, flush=True)
     return rows
 
@@ -85,7 +87,7 @@ def attention_rows(bundle: Any, lengths: list[int], heads: int) -> list[dict[str
                            for _ in range(3))  # fmt: skip
                 o = torch.empty_like(q)
                 flat = [t.view(z * heads * n, d) for t in (q, k, v, o)]
-                ours = bench(lambda: kernel(*flat, d**-0.5, z, heads, n))
+                ours = bench(functools.partial(kernel, *flat, d**-0.5, z, heads, n))
                 ref, backend = _sdpa_best(q, k, v, causal)
                 flops = 4 * z * heads * n * n * d / (2 if causal else 1)
                 rows.append({"d": d, "causal": causal, "Z": z, "H": heads, "N": n,
@@ -122,7 +124,7 @@ def host_rows(bundle: Any) -> list[dict[str, Any]]:
     }
     rows = []
     for name, hp in paths.items():
-        row = {"kernel": name}
+        row: dict[str, Any] = {"kernel": name}
         for piece in ("call", "lookup", "pack_grid", "launch"):
             row[piece + "_us"] = _per_call(getattr(hp, piece))
         torch.cuda.synchronize()
@@ -144,7 +146,7 @@ def main() -> None:
 
     import loader
 
-    torch.cuda.init()
+    torch.cuda.init()  # type: ignore[no-untyped-call]
     bundle = loader.open(args.bundle)
     only = args.only.split(",")
     out: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__}
@@ -160,14 +162,16 @@ def main() -> None:
     print(f"\n{out['gpu']}, torch {out['torch']}")
     for r in out.get("matmul", []):
         print(f"matmul {r['dtype']:9} M={r['M']:5}  ours {r['ours_us']:8.1f} us  cuBLAS "
-              f"{r['cublas_us']:8.1f} us  {r['ratio']:.2f}x  ({r['tflops']:.0f} TFLOP/s)")  # fmt: skip
+              f"{r['cublas_us']:8.1f} us  {r['ratio']:.2f}x  "
+              f"({r['tflops']:.0f} TFLOP/s)")  # fmt: skip
     for r in out.get("attention", []):
         print(f"attention d={r['d']:3} causal={r['causal']!s:5} {r['Z']}x{r['H']}x{r['N']:<6} "
               f"ours {r['ours_us']:8.1f} us  SDPA {r['sdpa_us']:8.1f} us ({r['backend']})  "
               f"{r['ratio']:.2f}x  ({r['tflops']:.0f} TFLOP/s)")  # fmt: skip
     for r in out.get("host", []):
-        print(f"host {r['kernel']:36} call {r['call_us']:.2f} us  lookup {r['lookup_us']:.2f}  "
-              f"pack+grid {r['pack_grid_us']:.2f}  launch {r['launch_us']:.2f}")  # fmt: skip
+        print(f"host {r['kernel']:36} call {r['call_us']:.2f} us  lookup "
+              f"{r['lookup_us']:.2f}  pack+grid {r['pack_grid_us']:.2f}  launch "
+              f"{r['launch_us']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

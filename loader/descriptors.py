@@ -19,17 +19,23 @@ with the same buffers pays one dictionary lookup per descriptor.
 
 from __future__ import annotations
 
+import ctypes
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .errors import ArgumentError
+from .driver import Driver
+from .errors import ArgumentError, CudaError
 from .manifest import DescriptorSpec
 
 # What a descriptor argument's value is after conversion: (address, shape, strides), the
 # strides in elements, as torch gives them.
 Tensor = tuple[int, tuple[int, ...], tuple[int, ...]]
 
+# CU_TENSOR_MAP_L2_PROMOTION_L2_128B: what Triton's launcher asks of every tensor map.
+_L2_PROMOTION_128B = 2
+_U32, _PTR, _INT = ctypes.c_uint32, ctypes.c_void_p, ctypes.c_int
+_ENCODE_ARGTYPES = [_PTR, _INT, _U32, _PTR, _PTR, _PTR, _PTR, _PTR, _INT, _INT, _INT, _INT]
 _MAX_CACHED = 256  # encoded maps remembered per launcher (a small LRU would cost more)
 _MAX_DIM = 2**32  # TMA: each dimension below 2^32 elements
 _MAX_STRIDE = 2**40  # and each stride below 2^40 bytes
@@ -143,3 +149,30 @@ class Expander:
         box = tuple(reversed(d.block))
         tmap = self._encode(d.elem_type, addr, dims, byte_strides, box, d.swizzle)
         return (tmap, *shape, *strides)
+
+
+def encode_tensor_map(
+    drv: Driver,
+    elem_type: int,
+    address: int,
+    dims: tuple[int, ...],
+    strides: tuple[int, ...],
+    box: tuple[int, ...],
+    swizzle: int,
+) -> bytes:
+    """A 128-byte CUtensorMap for a tiled TMA copy (cuTensorMapEncodeTiled), as Triton's
+    launcher encodes it: ``dims`` and ``box`` innermost first, ``strides`` in bytes, of
+    every dimension but the innermost. A host-only call: it touches no GPU state."""
+    fn = drv.optional("cuTensorMapEncodeTiled", _ENCODE_ARGTYPES)
+    if fn is None:
+        why = "this CUDA driver has no tensor maps (CUDA 12 or newer is needed)"
+        raise CudaError(999, "CUDA_ERROR_NOT_SUPPORTED", "cuTensorMapEncodeTiled", why)
+    rank = len(dims)
+    out = (ctypes.c_uint64 * 16)()
+    code = fn(
+        out, elem_type, rank, ctypes.c_void_p(address), (ctypes.c_uint64 * rank)(*dims),
+        (ctypes.c_uint64 * max(rank - 1, 1))(*strides), (ctypes.c_uint32 * rank)(*box),
+        (ctypes.c_uint32 * rank)(*([1] * rank)), 0, swizzle, _L2_PROMOTION_128B, 0,
+    )  # fmt: skip
+    drv.check(code, "cuTensorMapEncodeTiled")
+    return bytes(out)

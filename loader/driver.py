@@ -61,9 +61,6 @@ CU_EVENT_DISABLE_TIMING = 2
 # while this thread captures, and do not invalidate the capture.
 CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 
-# CU_TENSOR_MAP_L2_PROMOTION_L2_128B: what Triton's launcher asks of every tensor map.
-_L2_PROMOTION_128B = 2
-
 # name -> (symbol, or symbols to try in order; argtypes). All return CUresult. The _v2
 # names are the ABI the headers map to.
 _SIGNATURES: dict[str, tuple[str | tuple[str, ...], list[Any]]] = {
@@ -190,6 +187,7 @@ class Driver:
             self._get_error_name.argtypes = [CUresult, ctypes.POINTER(ctypes.c_char_p)]
             self._get_error_name.restype = CUresult
         self._fn: dict[str, Callable[..., int]] = {}
+        self._optional: dict[str, Callable[..., int] | None] = {}
         for name, (symbols, argtypes) in _SIGNATURES.items():
             fn = _resolve(lib, (symbols,) if isinstance(symbols, str) else symbols)
             if hasattr(fn, "argtypes"):
@@ -295,49 +293,13 @@ class Driver:
         self.call("cuMemAlloc", ctypes.byref(ptr), nbytes)
         return ptr.value
 
-    def encode_tensor_map(
-        self,
-        elem_type: int,
-        address: int,
-        dims: tuple[int, ...],
-        strides: tuple[int, ...],
-        box: tuple[int, ...],
-        swizzle: int,
-        oob_nan: bool = False,
-    ) -> bytes:
-        """A 128-byte CUtensorMap for a tiled TMA copy (cuTensorMapEncodeTiled), as Triton's
-        launcher encodes it. ``dims`` and ``box`` innermost first; ``strides`` in bytes, of
-        every dimension but the innermost. A host-only call: it touches no GPU state."""
-        fn = self._tensor_map_fn()
-        rank = len(dims)
-        out = (ctypes.c_uint64 * 16)()
-        dims_arr = (ctypes.c_uint64 * rank)(*dims)
-        strides_arr = (ctypes.c_uint64 * max(rank - 1, 1))(*strides)
-        box_arr = (ctypes.c_uint32 * rank)(*box)
-        ones = (ctypes.c_uint32 * rank)(*([1] * rank))
-        code = fn(
-            out, elem_type, rank, ctypes.c_void_p(address), dims_arr, strides_arr, box_arr,
-            ones, 0, swizzle, _L2_PROMOTION_128B, 1 if oob_nan else 0,
-        )  # fmt: skip
-        self.check(code, "cuTensorMapEncodeTiled")
-        return bytes(out)
-
-    def _tensor_map_fn(self) -> Callable[..., int]:
-        fn = self._fn.get("cuTensorMapEncodeTiled")
-        if fn is None:
-            fn = getattr(self._lib, "cuTensorMapEncodeTiled", None)
-            if fn is None:
-                raise CudaError(
-                    999, "CUDA_ERROR_NOT_SUPPORTED", "cuTensorMapEncodeTiled",
-                    "this CUDA driver has no tensor maps (CUDA 12 or newer is needed)",
-                )  # fmt: skip
-            if hasattr(fn, "argtypes"):
-                u32, ptr = ctypes.c_uint32, ctypes.c_void_p
-                fn.argtypes = [ptr, ctypes.c_int, u32, ptr, ptr, ptr, ptr, ptr,
-                               ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]  # fmt: skip
-                fn.restype = CUresult
-            self._fn["cuTensorMapEncodeTiled"] = fn
-        return fn
+    def optional(self, symbol: str, argtypes: list[Any]) -> Callable[..., int] | None:
+        """A function newer drivers have (None where this one lacks), typed, cached."""
+        if symbol not in self._optional:
+            fn = self._optional[symbol] = getattr(self._lib, symbol, None)
+            if fn is not None and hasattr(fn, "argtypes"):
+                fn.argtypes, fn.restype = argtypes, CUresult
+        return self._optional[symbol]
 
     def mem_free(self, ptr: int) -> None:
         self.call("cuMemFree", CUdeviceptr(ptr))

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from . import cubin as _cubin
 from . import driver as _driver
-from .descriptors import Expander, slot_types
+from .descriptors import Expander, encode_tensor_map, slot_types
 from .device import Device
 from .dispatch import assumption_checks
 from .errors import ArgumentError, BundleError, CudaError
@@ -230,7 +230,7 @@ def _layout(
     nvalues = len(param_index)
     expander = Expander(
         spec.name, variant.descriptors, param_index, nvalues,
-        lambda *a: device.drv.encode_tensor_map(*a),
+        lambda *a: encode_tensor_map(device.drv, *a),
     )  # fmt: skip
     described = {d.param: d for d in variant.descriptors}
     abi: list[str] = []

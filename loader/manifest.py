@@ -48,6 +48,7 @@ from .manifest_types import (
     Coded,
     Constexpr,
     Count,
+    DescriptorSpec,
     Dim,
     Int,
     ManifestError,
@@ -81,6 +82,7 @@ __all__ = [
     "Constexpr",
     "Count",
     "Derived",
+    "DescriptorSpec",
     "Dim",
     "Failure",
     "InstanceSpec",
@@ -133,26 +135,6 @@ class Target(Coded):
 
 
 @dataclass(frozen=True)
-class DescriptorSpec(Coded):
-    """A tensor argument the kernel reads as a TMA tensor descriptor (``KernelSpec.
-    descriptors``), as this variant takes it. ``tma``: lowered to a 128-byte CUtensorMap
-    the loader encodes at the call (cuTensorMapEncodeTiled, with this box, swizzle and
-    element type), followed by the shape (i32) and strides (i64); otherwise (a target
-    without TMA) passed as its base pointer, shape and strides (loader/descriptors.py)."""
-
-    param: str
-    block: tuple[Small, ...]  # the box, outermost dimension first
-    tma: bool = True
-    swizzle: Small = 0  # CUtensorMapSwizzle
-    elem_type: Small = 0  # CUtensorMapDataType
-    elem_size: Small = 0  # bytes
-
-    def _validate(self) -> None:
-        if not 1 <= len(self.block) <= 5 or not all(1 <= b <= 256 for b in self.block):
-            raise ValueError(f"descriptor {self.param!r}: a box of 1 to 5 dims of 1 to 256")
-
-
-@dataclass(frozen=True)
 class VariantSpec(Coded):
     """One compiled cubin: a config under one set of specialization assumptions."""
 
@@ -169,9 +151,8 @@ class VariantSpec(Coded):
     # compiled in as constants and absent. TRITON_SCRATCH_ARGS null pointers follow them.
     abi: tuple[str, ...]
     scratch_args: Scratch = TRITON_SCRATCH_ARGS
-    # Descriptor arguments, in parameter order, and the global scratch memory the kernel
-    # needs per program (in-kernel descriptors: tl.make_tensor_descriptor), which the
-    # loader allocates from a per-stream pool (loader/scratch.py).
+    # Descriptor arguments in order (loader/descriptors.py), and the global scratch bytes
+    # per program (in-kernel descriptors), from a per-stream pool (loader/scratch.py).
     descriptors: tuple[DescriptorSpec, ...] = field(
         default=(), metadata=codec.spec(omit_default=True)
     )
@@ -269,8 +250,7 @@ class KernelSpec(Coded):
 
     # Meta-parameters the caller's host code depends on: passed by keyword, matched exactly.
     host: tuple[str, ...] = field(default=(), metadata=_OMIT)
-    # Tensor arguments the kernel reads as TMA tensor descriptors: the call passes the
-    # tensor, the loader builds each variant's descriptor (VariantSpec.descriptors).
+    # Tensors the kernel reads through TMA descriptors (built per variant at the call).
     descriptors: tuple[str, ...] = field(default=(), metadata=_OMIT)
 
     def _validate(self) -> None:

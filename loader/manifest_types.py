@@ -9,6 +9,7 @@ loader/manifest_model.py (a ``[model]``'s records) are built from these; import 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Annotated, Any, Self
 
 from . import codec
@@ -76,3 +77,23 @@ def check_bounds(dims: tuple[str, ...], buckets: tuple[tuple[int, ...], ...]) ->
     for d, b in zip(dims, buckets, strict=True):
         if not b or any(x >= y for x, y in itertools.pairwise(b)):
             raise ValueError(f"the bucket bounds of {d!r} must be a non-empty ascending list")
+
+
+@dataclass(frozen=True)
+class DescriptorSpec(Coded):
+    """A tensor argument the kernel reads as a TMA tensor descriptor (``KernelSpec.
+    descriptors``), as this variant takes it. ``tma``: lowered to a 128-byte CUtensorMap
+    the loader encodes at the call (cuTensorMapEncodeTiled, with this box, swizzle and
+    element type), followed by the shape (i32) and strides (i64); otherwise (a target
+    without TMA) passed as its base pointer, shape and strides (loader/descriptors.py)."""
+
+    param: str
+    block: tuple[Small, ...]  # the box, outermost dimension first
+    tma: bool = True
+    swizzle: Small = 0  # CUtensorMapSwizzle
+    elem_type: Small = 0  # CUtensorMapDataType
+    elem_size: Small = 0  # bytes
+
+    def _validate(self) -> None:
+        if not 1 <= len(self.block) <= 5 or not all(1 <= b <= 256 for b in self.block):
+            raise ValueError(f"descriptor {self.param!r}: a box of 1 to 5 dims of 1 to 256")

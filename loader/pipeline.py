@@ -224,6 +224,10 @@ class Pipeline:
                     values.append(what)
             inst = kernel._instance(seen, None)
             launcher = kernel.select(values, inst)[1]
+            if launcher.variant.global_scratch or launcher.variant.descriptors:
+                raise BundleError(f"pipeline {self.spec.name!r}: kernel {kernel.name!r} needs "
+                                  "TMA descriptors or global scratch, which pipelines' graphs "
+                                  "cannot pass yet (aotc refuses such a recipe)")  # fmt: skip
             launcher.load()  # module loads are not stream work: do them outside the capture
             calls.append((launcher, values, slots))
         return calls

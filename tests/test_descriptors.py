@@ -262,3 +262,24 @@ def test_descriptors_in_a_recipe_are_checked(tmp_path: Path) -> None:
     assert "descriptors.a_desc[1]" in msg and "BLOCK_Q" in msg
     msg = refused('a_desc = ["BLOCK_M", "BLOCK_K"]', "a_desc = []")
     assert "descriptors.a_desc" in msg and "block shape" in msg
+
+
+def test_a_pipeline_step_cannot_call_a_descriptor_kernel_yet(tmp_path: Path) -> None:
+    shutil.copytree(HOPPER, tmp_path / "hopper")
+    pipeline = """
+[[pipeline]]
+name = "mm"
+buckets = { M = [64, 4096] }
+[pipeline.tensors]
+a = { role = "input", dtype = "fp16", shape = ["M", 4096] }
+b = { role = "weight", dtype = "fp16", shape = [4096, 4096] }
+c = { role = "output", dtype = "fp16", shape = ["M", 4096] }
+[[pipeline.step]]
+kernel = "matmul_tma"
+args = { a_desc = "a", b_desc = "b", c_desc = "c" }
+"""
+    (tmp_path / "p.toml").write_text(RECIPE + pipeline)
+    with pytest.raises(RecipeError) as err:
+        load(tmp_path / "p.toml")
+    msg = str(err.value)
+    assert "(matmul_tma).kernel" in msg and "TMA descriptors" in msg and "a_desc" in msg

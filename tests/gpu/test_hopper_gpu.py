@@ -38,7 +38,7 @@ def hopper(tmp_path_factory: pytest.TempPathFactory) -> Any:
         tmp = tmp_path_factory.mktemp("hopper")
         path = tmp / "hopper.aotc"
         build(RECIPE, path, Environment(cache_dir=tmp / "cache", jobs=8, progress=False), tmp)
-    torch.cuda.init()
+    torch.cuda.init()  # type: ignore[no-untyped-call]
     return loader.open(path)
 
 
@@ -108,12 +108,12 @@ def test_tensors_tma_cannot_read_are_refused(hopper: Any) -> None:
     b = torch.randn(k, n, device="cuda", dtype=torch.float16)
     c = torch.zeros(m, n, device="cuda", dtype=torch.float16)
     shifted = base[1 : 1 + m * k].view(m, k)  # 2 bytes past a 16-byte boundary
-    with pytest.raises(loader.ArgumentError, match="a_desc.*16-byte aligned"):
+    with pytest.raises(loader.ArgumentError, match=r"a_desc.*16-byte aligned"):
         hopper["matmul_tma"](shifted, b, c, m, n, k)
     wide = torch.randn(m, k + 4, device="cuda", dtype=torch.float16)[:, :k]  # row 8200 B
-    with pytest.raises(loader.ArgumentError, match="a_desc.*multiple of 16 bytes"):
+    with pytest.raises(loader.ArgumentError, match=r"a_desc.*multiple of 16 bytes"):
         hopper["matmul_tma"](wide, b, c, m, n, k)
-    with pytest.raises(loader.ArgumentError, match="b_desc.*innermost"):
+    with pytest.raises(loader.ArgumentError, match=r"b_desc.*innermost"):
         hopper["matmul_tma"](base[: m * k].view(m, k), b.t(), c, m, n, k)
     torch.cuda.synchronize()
     assert not c.any()  # nothing ran
