@@ -63,6 +63,7 @@ class Compiled:
     regs: int = 0
     abi: tuple[str, ...] = ()  # runtime parameters passed at launch, in order
     cached: bool = False
+    num_warps: int = 0  # the compiled kernel's (0: the config's)
     descriptors: tuple[DescriptorSpec, ...] = ()  # how each descriptor argument is passed
     global_scratch: int = 0  # bytes per program
     global_scratch_align: int = 0
@@ -179,6 +180,7 @@ def run_job(job: Job) -> dict[str, Any]:
             "ok": True,
             "function": md.name,
             "shared": int(md.shared),
+            "num_warps": int(md.num_warps),  # warp specialisation adds to those asked for
             "cubin": cubin,
             **descriptor_record(job.signature, md),
         }
@@ -383,7 +385,8 @@ def _finish(
         )
     gpu = resolve(inst.target.name)
     shared = int(rec["shared"])
-    threads = var.config.num_warps * 32
+    warps = int(rec.get("num_warps", var.config.num_warps))
+    threads = warps * 32
     if shared > gpu.smem_per_block:
         reason = f"needs {shared} B shared memory; {gpu.name} allows {gpu.smem_per_block}"
         return Compiled(var, False, reason=reason, cached=cached)
@@ -392,6 +395,6 @@ def _finish(
         return Compiled(var, False, reason=reason, cached=cached)
     return Compiled(
         var, True, cubin=cubin, function=fn, shared=shared, regs=regs, abi=abi, cached=cached,
-        descriptors=descriptors, global_scratch=int(rec.get("global_scratch", 0)),
+        num_warps=warps, descriptors=descriptors, global_scratch=int(rec.get("global_scratch", 0)),
         global_scratch_align=int(rec.get("global_scratch_align", 0)),
     )  # fmt: skip

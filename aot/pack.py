@@ -85,7 +85,7 @@ def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.VariantS
         id=variant_id(config.id, c.variant.spec.label, c.variant.derived),
         entry=entry_name(c.cubin),
         function=c.function,
-        num_warps=config.num_warps,
+        num_warps=c.num_warps or config.num_warps,  # more where Triton warp-specialised
         num_stages=config.num_stages,
         shared=c.shared,
         regs=c.regs,

@@ -55,6 +55,23 @@ num_warps = [4]
 num_stages = [3]
 
 [[kernel]]
+name = "matmul_tma_ws"
+source = "hopper/tma_matmul.py:matmul_tma_persistent"
+grid = "min(NUM_SMS, cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N))"
+dtypes = { T = ["fp16"] }
+sizes = { M = 256, N = 4096, K = 4096 }
+fixed = { GROUP_M = 8, WARP_SPECIALIZE = true, BLOCK_K = 64, BLOCK_M = 64, BLOCK_N = 128 }
+specializations = []
+signature = { a_desc = "*T", b_desc = "*T", c_desc = "*T", M = "i32", N = "i32", K = "i32" }
+[kernel.descriptors]
+a_desc = ["BLOCK_M", "BLOCK_K"]
+b_desc = ["BLOCK_K", "BLOCK_N"]
+c_desc = ["BLOCK_M", "BLOCK_N"]
+[kernel.space]
+num_warps = [4]
+num_stages = [3]
+
+[[kernel]]
 name = "matmul_tma_device"
 source = "hopper/tma_matmul.py:matmul_tma_device"
 grid = "min(NUM_SMS, cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N))"
@@ -119,7 +136,7 @@ def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_manifest_records_each_variants_tensor_maps_and_scratch(bundle: Path) -> None:
     with BundleFile(bundle) as bf:
         m = Manifest.from_json(bf.manifest)
-    host, device = m.kernels
+    host, _, device = m.kernels
     assert host.descriptors == ("a_desc", "b_desc", "c_desc") and device.descriptors == ()
     for inst in host.instances:
         for v in inst.variants.values():
@@ -234,7 +251,7 @@ def test_global_scratch_comes_from_one_buffer_per_stream(fake: FakeLib, bundle: 
         return int(fake.launches[-1].params[-2])  # global scratch: the last but one
 
     with BundleFile(bundle) as bf:
-        per_program = Manifest.from_json(bf.manifest).kernels[1].instances[0].variants
+        per_program = Manifest.from_json(bf.manifest).kernels[2].instances[0].variants
     size = next(iter(per_program.values())).global_scratch
     small = call(64)  # 32 programs
     assert small and len(fake.allocations) == 1 and fake.allocations[0] >= 32 * size
@@ -283,3 +300,16 @@ args = { a_desc = "a", b_desc = "b", c_desc = "c" }
         load(tmp_path / "p.toml")
     msg = str(err.value)
     assert "(matmul_tma).kernel" in msg and "TMA descriptors" in msg and "a_desc" in msg
+
+
+def test_a_warp_specialised_variant_launches_the_warps_triton_gave_it(
+    fake: FakeLib, bundle: Path
+) -> None:
+    # Asked for 4 warps, Triton 3.6's warp specialisation on sm_90 adds a producer warp
+    # group and a second consumer: the kernel needs 12 warps, and launching it with the
+    # config's 4 would run a third of its threads.
+    kernel = loader.open(bundle)["matmul_tma_ws"]
+    args = _matmul_args(256)
+    assert kernel.variant_for(*args).num_warps == 12
+    kernel(*args)
+    assert fake.launches[-1].block == 12 * 32
