@@ -91,15 +91,54 @@ def check(d: DescriptorSpec, value: Tensor, kernel: str) -> None:
                             ".contiguous() of a shape whose rows are)")  # fmt: skip
 
 
-Encode = Callable[[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...], int], bytes]
+class TensorMapEncoder:
+    """cuTensorMapEncodeTiled for one descriptor of one variant, its argument buffers made
+    once: a call fills in the tensor's address, dims and byte strides (innermost first, as
+    the driver wants them) and copies out the 128-byte map. Not thread-safe: its launcher
+    calls it under its own lock."""
+
+    def __init__(self, drv: Driver, d: DescriptorSpec):
+        self._drv = drv
+        self._fn: Callable[..., int] | None = None
+        rank = self.rank = len(d.block)
+        self._size = d.elem_size
+        self._elem_type, self._swizzle = d.elem_type, d.swizzle
+        self._out = (ctypes.c_uint64 * 16)()
+        self._dims = (ctypes.c_uint64 * rank)()
+        self._strides = (ctypes.c_uint64 * max(rank - 1, 1))()
+        self._box = (ctypes.c_uint32 * rank)(*reversed(d.block))
+        self._ones = (ctypes.c_uint32 * rank)(*([1] * rank))
+
+    def __call__(self, addr: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
+        fn = self._fn or self._resolve()
+        rank, size = self.rank, self._size
+        for i in range(rank):
+            self._dims[i] = shape[rank - 1 - i]
+        for i in range(rank - 1):
+            self._strides[i] = strides[rank - 2 - i] * size
+        code = fn(
+            self._out, self._elem_type, rank, ctypes.c_void_p(addr), self._dims, self._strides,
+            self._box, self._ones, 0, self._swizzle, _L2_PROMOTION_128B, 0,
+        )  # fmt: skip
+        if code:
+            self._drv.check(code, "cuTensorMapEncodeTiled")
+        return bytes(self._out)
+
+    def _resolve(self) -> Callable[..., int]:
+        fn = self._drv.optional("cuTensorMapEncodeTiled", _ENCODE_ARGTYPES)
+        if fn is None:
+            why = "this CUDA driver has no tensor maps (CUDA 12 or newer is needed)"
+            raise CudaError(999, "CUDA_ERROR_NOT_SUPPORTED", "cuTensorMapEncodeTiled", why)
+        self._fn = fn
+        return fn
 
 
 class Expander:
     """A launcher's expansion of its call values into the ABI's extra slots: per descriptor
-    argument, its encoded values (cached), then the global scratch pointer if it takes one.
+    argument, its encoded values (cached per tensor).
 
-    ``__call__(values, scratch)`` returns ``values`` followed by those; ``positions`` maps
-    each expanded slot to its index in that tuple, in ABI order.
+    ``__call__(values)`` returns ``values`` followed by those; ``starts`` says where each
+    descriptor's slots begin in that tuple, and ``size`` how many there are in all.
     """
 
     def __init__(
@@ -108,11 +147,13 @@ class Expander:
         descriptors: Sequence[DescriptorSpec],
         param_index: dict[str, int],
         nvalues: int,
-        encode: Encode,
+        drv: Driver,
     ):
         self._kernel = kernel
-        self._encode = encode
-        self._specs = tuple((param_index[d.param], d) for d in descriptors)
+        self._specs = tuple(
+            (param_index[d.param], d, TensorMapEncoder(drv, d) if d.tma else None)
+            for d in descriptors
+        )
         self._cache: list[dict[Tensor, tuple[Any, ...]]] = [{} for _ in descriptors]
         self._lock = threading.Lock()
         # Where each descriptor's slots start among the expanded values.
@@ -125,54 +166,19 @@ class Expander:
 
     def __call__(self, values: Sequence[Any]) -> tuple[Any, ...]:
         out: list[Any] = list(values)
-        for (p, d), cache in zip(self._specs, self._cache, strict=True):
+        for (p, d, encode), cache in zip(self._specs, self._cache, strict=True):
             value = values[p]
             slots = cache.get(value)
             if slots is None:
-                slots = self._slots(d, value)
+                check(d, value, self._kernel)
+                addr, shape, strides = value
+                if encode is None:  # not lowered to TMA: pointer, shape and strides
+                    slots = (addr, *shape, *strides, 0, *shape, *strides)
+                else:
+                    slots = (encode(addr, shape, strides), *shape, *strides)
                 with self._lock:
                     if len(cache) >= _MAX_CACHED:
                         cache.clear()
                     cache[value] = slots
             out.extend(slots)
         return tuple(out)
-
-    def _slots(self, d: DescriptorSpec, value: Tensor) -> tuple[Any, ...]:
-        check(d, value, self._kernel)
-        addr, shape, strides = value
-        if not d.tma:
-            return (addr, *shape, *strides, 0, *shape, *strides)
-        size = d.elem_size
-        # cuTensorMapEncodeTiled wants the innermost dimension first, strides in bytes.
-        dims = tuple(reversed(shape))
-        byte_strides = tuple(s * size for s in reversed(strides[:-1]))
-        box = tuple(reversed(d.block))
-        tmap = self._encode(d.elem_type, addr, dims, byte_strides, box, d.swizzle)
-        return (tmap, *shape, *strides)
-
-
-def encode_tensor_map(
-    drv: Driver,
-    elem_type: int,
-    address: int,
-    dims: tuple[int, ...],
-    strides: tuple[int, ...],
-    box: tuple[int, ...],
-    swizzle: int,
-) -> bytes:
-    """A 128-byte CUtensorMap for a tiled TMA copy (cuTensorMapEncodeTiled), as Triton's
-    launcher encodes it: ``dims`` and ``box`` innermost first, ``strides`` in bytes, of
-    every dimension but the innermost. A host-only call: it touches no GPU state."""
-    fn = drv.optional("cuTensorMapEncodeTiled", _ENCODE_ARGTYPES)
-    if fn is None:
-        why = "this CUDA driver has no tensor maps (CUDA 12 or newer is needed)"
-        raise CudaError(999, "CUDA_ERROR_NOT_SUPPORTED", "cuTensorMapEncodeTiled", why)
-    rank = len(dims)
-    out = (ctypes.c_uint64 * 16)()
-    code = fn(
-        out, elem_type, rank, ctypes.c_void_p(address), (ctypes.c_uint64 * rank)(*dims),
-        (ctypes.c_uint64 * max(rank - 1, 1))(*strides), (ctypes.c_uint32 * rank)(*box),
-        (ctypes.c_uint32 * rank)(*([1] * rank)), 0, swizzle, _L2_PROMOTION_128B, 0,
-    )  # fmt: skip
-    drv.check(code, "cuTensorMapEncodeTiled")
-    return bytes(out)

@@ -44,9 +44,15 @@ class _Binding:
     parameter buffer of the node's own and given to the instantiated graph."""
 
     def __init__(
-        self, node: int, launcher: Launcher, values: list[Any], slots: list[tuple[int, int]]
+        self,
+        node: int,
+        launcher: Launcher,
+        values: list[Any],
+        slots: list[tuple[int, int]],
+        stream: int,
     ):
         self.node = ctypes.c_void_p(node)
+        self.launcher, self.stream = launcher, stream
         self.values = values  # the bucket's own buffers
         self.slots = slots
         self.buffer = ParamBuffer(launcher.abi_types, launcher.positions, launcher.scratch_slots)
@@ -63,8 +69,11 @@ class _Binding:
         values = list(self.values)
         if addrs is not None:
             for pos, which in self.slots:
-                values[pos] = addrs[which]
-        self.buffer.pack(values)
+                old = values[pos]  # an address, or a descriptor's (address, shape, strides)
+                values[pos] = (addrs[which], *old[1:]) if type(old) is tuple else addrs[which]
+        # A descriptor's tensor map is encoded again for the new address; global scratch
+        # stays the buffer reserved for the capture's stream.
+        self.buffer.pack(self.launcher.slot_values(values, self.stream))
         code: int = drv.node_params_raw(exec_, self.node, self.ref)
         return code
 
@@ -215,6 +224,8 @@ class BucketGraph:
 
 def _record(drv: Any, stream: int, calls: list[StepCall]) -> tuple[int, int, list[_Binding] | None]:
     """Capture, instantiate and upload the graph; find the nodes to bind."""
+    for launcher, values, _ in calls:  # no allocation may happen while capturing
+        launcher.reserve_scratch(values, stream)
     drv.begin_capture(stream)
     try:
         for launcher, values, _ in calls:
@@ -226,7 +237,7 @@ def _record(drv: Any, stream: int, calls: list[StepCall]) -> tuple[int, int, lis
     graph = drv.end_capture(stream)
     try:
         exec_ = drv.instantiate(graph)
-        bindings = _bindings(drv, graph, calls)
+        bindings = _bindings(drv, graph, calls, stream)
     except BaseException:
         drv.graph_destroy(graph)
         raise
@@ -235,7 +246,7 @@ def _record(drv: Any, stream: int, calls: list[StepCall]) -> tuple[int, int, lis
     return exec_, graph, bindings
 
 
-def _bindings(drv: Any, graph: int, calls: list[StepCall]) -> list[_Binding] | None:
+def _bindings(drv: Any, graph: int, calls: list[StepCall], stream: int) -> list[_Binding] | None:
     """The nodes of launches that touch inputs or outputs. Capturing one stream's launches
     gives one kernel node per launch (a step with an empty grid launches nothing), listed
     in launch order; unless each node's function and grid say so, or if the driver cannot
@@ -249,7 +260,7 @@ def _bindings(drv: Any, graph: int, calls: list[StepCall]) -> list[_Binding] | N
     if [(func, grid) for _, func, grid in nodes] != expected:
         return None
     return [
-        _Binding(node, launcher, values, slots)
+        _Binding(node, launcher, values, slots, stream)
         for (node, _, _), (launcher, values, slots) in zip(nodes, launched, strict=True)
         if slots
     ]

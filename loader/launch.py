@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from . import cubin as _cubin
 from . import driver as _driver
-from .descriptors import Expander, encode_tensor_map, slot_types
+from .descriptors import Expander, slot_types
 from .device import Device
 from .dispatch import assumption_checks
 from .errors import ArgumentError, BundleError, CudaError
@@ -167,6 +167,21 @@ class Launcher:
         if code:
             self.source.device.drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
 
+    def slot_values(self, values: Sequence[Any], stream: int) -> Sequence[Any]:
+        """``values`` with the ABI's extra slots appended (descriptors' tensor maps, the
+        scratch pointer from ``stream``'s buffer), as ``launch`` packs them."""
+        if self._extra is None:
+            return values
+        with self._lock:
+            return self._extra(values, self._grid_of(values), stream)
+
+    def reserve_scratch(self, values: Sequence[Any], stream: int) -> None:
+        """Size ``stream``'s scratch buffer for a launch on ``values`` now, so that the
+        launch allocates nothing (a CUDA graph's capture may not allocate)."""
+        if self.variant.global_scratch:
+            gx, gy, gz = self._grid_of(values)
+            self.source.device.scratch.reserve(stream, gx * gy * gz * self.variant.global_scratch)
+
     def _grid_of(self, values: Sequence[Any]) -> tuple[int, int, int]:
         try:
             gx, gy, gz = self.grid(*values)
@@ -230,7 +245,7 @@ def _layout(
     nvalues = len(param_index)
     expander = Expander(
         spec.name, variant.descriptors, param_index, nvalues,
-        lambda *a: encode_tensor_map(device.drv, *a),
+        device.drv,
     )  # fmt: skip
     described = {d.param: d for d in variant.descriptors}
     abi: list[str] = []

@@ -16,6 +16,7 @@ the caller's stream (PyTorch's current one by default).
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -207,15 +208,23 @@ class Pipeline:
         """Each step's launcher and argument values at this bucket, its module loaded, and
         which values are the addresses of inputs or outputs (for binding)."""
         ports = {name: i for i, name in enumerate(self.inputs + self.outputs)}
+        named_env = dict(zip(self.dims, env, strict=True))
         calls = []
         for kernel, makers in self._steps:
             values: list[Any] = []
             seen: dict[int, str] = {}
             slots = []
+            described = set(kernel.spec.descriptors)
             for i, (kind, what) in enumerate(makers):
                 if kind == "tensor":
-                    values.append(addrs[what])
-                    seen[i] = self.spec.tensor(what).dtype
+                    t = self.spec.tensor(what)
+                    if kernel.params[i].name in described:  # as descriptors.tensor gives it
+                        shape = tuple(parse(s).evaluate(named_env) for s in t.shape)
+                        strides = tuple(math.prod(shape[j + 1 :]) for j in range(len(shape)))
+                        values.append((addrs[what], shape, strides))
+                    else:
+                        values.append(addrs[what])
+                    seen[i] = t.dtype
                     if what in ports:
                         slots.append((i, ports[what]))
                 elif kind == "int":
@@ -224,10 +233,6 @@ class Pipeline:
                     values.append(what)
             inst = kernel._instance(seen, None)
             launcher = kernel.select(values, inst)[1]
-            if launcher.variant.global_scratch or launcher.variant.descriptors:
-                raise BundleError(f"pipeline {self.spec.name!r}: kernel {kernel.name!r} needs "
-                                  "TMA descriptors or global scratch, which pipelines' graphs "
-                                  "cannot pass yet (aotc refuses such a recipe)")  # fmt: skip
             launcher.load()  # module loads are not stream work: do them outside the capture
             calls.append((launcher, values, slots))
         return calls

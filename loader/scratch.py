@@ -6,8 +6,9 @@ launch. A bundle's launcher asks this pool instead: the buffer of the launch's s
 reused while it is large enough, so steady-state calls allocate nothing. Work on one
 stream runs in order, so every launch on it may use the same buffer. When a call needs
 more, the stream is synchronized, the old buffer freed, and one of the next power of two
-allocated. ``reserve`` sizes the buffer ahead (warmup, before capturing a CUDA graph,
-where allocating is not allowed).
+allocated. ``reserve`` sizes the buffer ahead, before a CUDA graph is captured (where
+allocating is not allowed); the graph keeps the address, so that stream's buffers are
+never freed after that.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ class ScratchPool:
     def __init__(self, drv: _driver.Driver):
         self._drv = drv
         self._buffers: dict[int, tuple[int, int]] = {}  # stream -> (address, bytes)
+        self._captured: set[int] = set()  # streams graphs were captured on
+        self._kept: list[int] = []  # outgrown buffers a captured graph may point at
         self._lock = threading.Lock()
 
-    def get(self, stream: int, nbytes: int) -> int:
+    def get(self, stream: int, nbytes: int, *, keep: bool = False) -> int:
         """An address of at least ``nbytes`` (256-byte aligned, as cuMemAlloc's are) that
-        launches on ``stream`` may use."""
+        launches on ``stream`` may use. ``keep``: a buffer outgrown is kept, not freed
+        (captured graphs may still point at it)."""
         have = self._buffers.get(stream)
         if have is not None and have[1] >= nbytes:
             return have[0]
@@ -37,15 +41,21 @@ class ScratchPool:
                 return have[0]
             size = max(_MIN_BYTES, 1 << (nbytes - 1).bit_length())
             if have is not None:
-                self._drv.synchronize(stream or None)  # work still queued may use it
-                self._drv.mem_free(have[0])
                 del self._buffers[stream]
+                if keep or stream in self._captured:
+                    self._kept.append(have[0])
+                else:
+                    self._drv.synchronize(stream or None)  # work still queued may use it
+                    self._drv.mem_free(have[0])
             address = self._drv.mem_alloc(size)
             self._buffers[stream] = (address, size)
             return address
 
     def reserve(self, stream: int, nbytes: int) -> None:
-        self.get(stream, nbytes)
+        """Size ``stream``'s buffer before a CUDA graph is captured on it: the graph keeps
+        the address, so from now on this stream's buffers are never freed."""
+        self._captured.add(stream)
+        self.get(stream, nbytes, keep=True)
 
     def held(self) -> int:
         """Bytes held, over every stream (for tests and inspection)."""

@@ -281,9 +281,7 @@ def test_descriptors_in_a_recipe_are_checked(tmp_path: Path) -> None:
     assert "descriptors.a_desc" in msg and "block shape" in msg
 
 
-def test_a_pipeline_step_cannot_call_a_descriptor_kernel_yet(tmp_path: Path) -> None:
-    shutil.copytree(HOPPER, tmp_path / "hopper")
-    pipeline = """
+PIPELINE = """
 [[pipeline]]
 name = "mm"
 buckets = { M = [64, 4096] }
@@ -294,12 +292,47 @@ c = { role = "output", dtype = "fp16", shape = ["M", 4096] }
 [[pipeline.step]]
 kernel = "matmul_tma"
 args = { a_desc = "a", b_desc = "b", c_desc = "c" }
+[[pipeline.step]]
+kernel = "matmul_tma_device"
+args = { a_ptr = "a", b_ptr = "b", c_ptr = "c" }
 """
-    (tmp_path / "p.toml").write_text(RECIPE + pipeline)
-    with pytest.raises(RecipeError) as err:
-        load(tmp_path / "p.toml")
-    msg = str(err.value)
-    assert "(matmul_tma).kernel" in msg and "TMA descriptors" in msg and "a_desc" in msg
+ACCESS = """shapes = { a_desc = ["M", "K"], b_desc = ["K", "N"], c_desc = ["M", "N"] }
+writes = ["c_desc"]
+"""
+DEVICE_ACCESS = """shapes = { a_ptr = ["M", "K"], b_ptr = ["K", "N"], c_ptr = ["M", "N"] }
+strides = { a_ptr = ["stride_am", 1], b_ptr = ["stride_bk", 1], c_ptr = ["stride_cm", 1] }
+writes = ["c_ptr"]
+"""
+
+
+def test_a_pipeline_graph_passes_descriptors_and_scratch(fake: FakeLib, tmp_path: Path) -> None:
+    shutil.copytree(HOPPER, tmp_path / "hopper")
+    recipe = RECIPE.replace(
+        "[kernel.descriptors]\na_desc", ACCESS + "[kernel.descriptors]\na_desc", 1
+    )
+    recipe = recipe.replace(
+        "specializations = []\n[kernel.signature]\na_ptr",
+        "specializations = []\n" + DEVICE_ACCESS + "[kernel.signature]\na_ptr",
+    )
+    (tmp_path / "p.toml").write_text(recipe + PIPELINE)
+    build(tmp_path / "p.toml", tmp_path / "p.aotc", env_for(tmp_path / "cache"), tmp_path)
+    b = loader.open(tmp_path / "p.aotc")
+    weight = Tensor(0x200000, (4096, 4096))
+    mm = b.pipeline("mm", b=weight)
+    # A call at the bucket's size binds the caller's tensors: the node's tensor maps are
+    # encoded again for their addresses; the scratch pointer is the captured one.
+    x, out = Tensor(0x5000000, (64, 4096)), Tensor(0x6000000, (64, 4096))
+    x.is_contiguous = lambda: True  # type: ignore[attr-defined]
+    out.is_contiguous = lambda: True  # type: ignore[attr-defined]
+    mm(x, out)
+    captured = [launch for launch in fake.graphs[next(iter(fake.graphs))]]
+    assert len(captured) == 2
+    scratch = captured[1].params[-2]
+    assert scratch and len(fake.allocations) >= 2  # the arena, the reserved scratch
+    addresses = {call[2] for call in fake.tensor_maps}
+    assert {0x200000, 0x5000000, 0x6000000} <= addresses  # weight, then the bound tensors
+    replayed = [launch for launch in fake.launches if launch.replayed]
+    assert replayed and replayed[-1].params[-2] == scratch
 
 
 def test_a_warp_specialised_variant_launches_the_warps_triton_gave_it(

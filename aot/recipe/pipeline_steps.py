@@ -83,9 +83,6 @@ def check_step(
         hint = f"did you mean {close[0]!r}?" if close else f"the recipe has {', '.join(kernels)}"
         v.fail(f"{sw}.kernel", f"no kernel named {kname!r}; {hint}")
     sw = f"{sw} ({kname})"
-    if kr.descriptors:
-        v.fail(f"{sw}.kernel", f"{kname} reads {', '.join(kr.descriptors)} through TMA "
-               "descriptors, which pipelines cannot pass yet; call it as a kernel")  # fmt: skip
     args = v.table(s, "args", sw)
     sig = kr.signature
     for a in args:
