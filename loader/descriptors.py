@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .driver import Driver
+from .driver import Driver, untyped
 from .errors import ArgumentError, CudaError
 from .manifest import DescriptorSpec
 
@@ -129,8 +129,10 @@ class TensorMapEncoder:
         if fn is None:
             why = "this CUDA driver has no tensor maps (CUDA 12 or newer is needed)"
             raise CudaError(999, "CUDA_ERROR_NOT_SUPPORTED", "cuTensorMapEncodeTiled", why)
-        self._fn = fn
-        return fn
+        # Called untyped, as cuLaunchKernel is (loader/driver.py): ctypes' conversions of
+        # twelve typed arguments would cost more than the rest of a call.
+        self._fn = untyped(fn)
+        return self._fn
 
 
 class Expander:

@@ -159,7 +159,7 @@ _SIGNATURES: dict[str, tuple[str | tuple[str, ...], list[Any]]] = {
 _UNTYPED_LAUNCH = ctypes.CFUNCTYPE(CUresult)
 
 
-def _untyped(fn: Any) -> Callable[..., int]:
+def untyped(fn: Any) -> Callable[..., int]:
     if not hasattr(fn, "argtypes"):  # a Python stand-in (tests): call it as it is
         return fn  # type: ignore[no-any-return]
     address = ctypes.cast(fn, ctypes.c_void_p).value or 0
@@ -201,7 +201,7 @@ class Driver:
         self.record_raw = self._fn["cuEventRecord"]
         self.wait_raw = self._fn["cuStreamWaitEvent"]
         self.node_params_raw = self._fn["cuGraphExecKernelNodeSetParams"]
-        self.launch_untyped = _untyped(self.launch_raw)
+        self.launch_untyped = untyped(self.launch_raw)
 
     def error_name(self, code: int) -> str:
         if self._get_error_name is None:
