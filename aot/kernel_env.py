@@ -24,13 +24,23 @@ from .recipe import KernelRecipe
 Combo = tuple[tuple[str, Constexpr], ...]  # derived constexpr -> value, sorted by name
 
 
-def fixed_for(kr: KernelRecipe, binding: Mapping[str, str]) -> dict[str, Constexpr]:
-    """``fixed`` under a binding: a value naming a dtype variable (``compute_type = "T"``)
-    is that variable's element type as a ``tl`` dtype (``"tl.bfloat16"``)."""
+# A ``fixed`` value naming the target's SM count: a persistent kernel's
+# ``NUM_SMS: tl.constexpr``, which its author's host code sets from the device.
+TARGET_SMS = "NUM_SMS"
+
+
+def fixed_for(
+    kr: KernelRecipe, binding: Mapping[str, str], sms: int | None = None
+) -> dict[str, Constexpr]:
+    """``fixed`` under a binding, for a target with ``sms`` SMs: a value naming a dtype
+    variable (``compute_type = "T"``) is that variable's element type as a ``tl`` dtype
+    (``"tl.bfloat16"``); ``"NUM_SMS"`` is the target's SM count."""
     out = dict(kr.fixed)
     for name, value in out.items():
         if isinstance(value, str) and value in kr.dtypes and value in binding:
             out[name] = "tl." + TL_NAMES[binding[value]]
+        elif value == TARGET_SMS and sms is not None:
+            out[name] = sms
     return out
 
 
@@ -70,6 +80,8 @@ def env_at(
     env.update({p: 0 if p in nones else 1 for p, t in kr.signature.items() if t.startswith("*")})
     env.update(point)
     env.update(extra or {})
+    if TARGET_SMS in env:  # the target's properties are known here
+        env.update({n: env[TARGET_SMS] for n, x in kr.fixed.items() if x == TARGET_SMS})
     for what, exprs in (("sizes", kr.size_exprs), ("derived", kr.derived)):
         for name, e in exprs.items():
             try:

@@ -19,6 +19,7 @@ from .plan_checks import call_dependent
 from .product import Contribution
 from .recipe import KernelRecipe, Recipe
 from .select import Selection
+from .targets import resolve
 
 
 def make_manifest(recipe: Recipe, parts: Iterable[Contribution]) -> mf.Manifest:
@@ -90,7 +91,7 @@ def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.VariantS
         shared=c.shared,
         regs=c.regs,
         meta={
-            **fixed_for(kr, dict(c.variant.dtypes)),
+            **fixed_for(kr, dict(c.variant.dtypes), resolve(c.variant.target).sms),
             **dict(config.meta),
             **dict(c.variant.derived),
         },

@@ -69,7 +69,9 @@ class Launcher:
         self.block = variant.num_warps * 32
         self.shared = variant.shared
         names = value_names(spec)
-        consts = {**variant.meta, "NUM_SMS": source.device.sms}
+        # A kernel compiled with its own NUM_SMS (a persistent loop's stride) must get the
+        # grid it was compiled for, whatever this GPU has: its meta-parameter comes first.
+        consts = {"NUM_SMS": source.device.sms, **variant.meta}
         self.grid: Callable[..., tuple[int, ...]] = compile_function(
             [parse(g) for g in spec.grid], names, consts
         )

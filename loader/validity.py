@@ -98,7 +98,7 @@ def variant_test(
     """One function telling whether ``variant`` is valid at a call's values (None: it is
     valid at every call). ``device``: the builtins a check may read (NUM_SMS, SMEM)."""
     names = value_names(spec)
-    consts = {**variant.meta, **device}
+    consts = {**device, **variant.meta}  # a compiled NUM_SMS constexpr over the GPU's
     tests: list[Fits] = []
     if assumptions:
         tests.append(_assumptions(assumptions))

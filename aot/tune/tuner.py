@@ -261,7 +261,7 @@ class Tuner:
         if kr.host:  # the values the host data was prepared for, as a service passes them
             env = env_at(kr, point, config)
             call.update({h: env[h] for h in kr.host})
-        values = {**fixed_for(kr, dict(inst.dtypes)), **config.values()}
+        values = {**fixed_for(kr, dict(inst.dtypes), inst.target.sms), **config.values()}
         return {"sizes": sizes, "call": call, "config": values}
 
     def _request(self, inst: Instance, config: Config, compiled: list[Compiled]) -> dict[str, Any]:
