@@ -18,7 +18,7 @@ from loader.manifest import Manifest
 from tests.conftest import env_for
 from tests.fakecuda import FakeLib, FakeTensor
 
-KERNEL = '''
+KERNEL = """
 import triton
 import triton.language as tl
 
@@ -29,7 +29,7 @@ def persistent_copy(x_ptr, y_ptr, n, BLOCK: tl.constexpr, NUM_SMS: tl.constexpr)
     for t in tl.range(tl.program_id(0), num_tiles, NUM_SMS):
         offs = t * BLOCK + tl.arange(0, BLOCK)
         tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
-'''
+"""
 
 RECIPE = """
 [bundle]
