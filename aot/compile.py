@@ -74,8 +74,11 @@ def job_for(plan: Plan, inst: Instance, variant: Variant) -> Job:
     src = plan.sources[kr.name]
     dtypes = dict(variant.dtypes)
     assume = dict(variant.spec.assume)
-    constexprs: dict[str, Constexpr] = {**fixed_for(kr, dtypes, inst.target.sms),
-                                        **dict(variant.config.meta), **dict(variant.derived)}
+    constexprs: dict[str, Constexpr] = {
+        **fixed_for(kr, dtypes, inst.target.sms),
+        **dict(variant.config.meta),
+        **dict(variant.derived),
+    }
     nones = set(variant.nones) | set(kr.always_none)
     signature: list[tuple[str, str]] = []
     divisible: list[int] = []

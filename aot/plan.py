@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from loader.buckets import kernel_grid
 
@@ -28,7 +29,7 @@ from .plan_checks import (
     plan_size,
     prune_static,
 )
-from .recipe import KernelRecipe, Recipe
+from .recipe import LAUNCH_OPTIONS, KernelRecipe, Recipe
 from .source import KernelSource, resolve
 from .targets import GPU
 
@@ -202,13 +203,15 @@ def configs_of(kr: KernelRecipe) -> list[Config]:
     """The candidates: autotune's configs, or the product of the searched values."""
     if kr.configs:
         return list(kr.configs)
-    searched = [k for k in kr.space if k not in ("num_warps", "num_stages")]
+    searched = [k for k in kr.space if k not in LAUNCH_OPTIONS]
+    caps: tuple[Any, ...] = kr.space.get("maxnreg", (None,))
     out = []
     for combo in itertools.product(*(kr.space[k] for k in searched)):
         for w in kr.space["num_warps"]:
             for s in kr.space["num_stages"]:
-                meta: tuple[tuple[str, Constexpr], ...] = tuple(
-                    sorted(zip(searched, combo, strict=True))
-                )
-                out.append(Config(meta, int(w), int(s)))  # type: ignore[arg-type]
+                for cap in caps:
+                    meta: tuple[tuple[str, Constexpr], ...] = tuple(
+                        sorted(zip(searched, combo, strict=True))
+                    )
+                    out.append(Config(meta, int(w), int(s), 1, cap))  # type: ignore[arg-type]
     return out

@@ -87,3 +87,19 @@ def test_the_grid_follows_the_compiled_sm_count(
     assert fake.launches[-1].grid == (programs, 1, 1)
     copy(FakeTensor(0x10000), FakeTensor(0x20000), 2048)  # two tiles: two programs
     assert fake.launches[-1].grid == (2, 1, 1)
+
+
+def test_a_register_cap_is_searched_like_a_launch_option(tmp_path: Path) -> None:
+    # space.maxnreg: Triton's register cap per thread (a tl.range warp-specialised loop's
+    # companion on Hopper); each listed cap is a config of its own.
+    (tmp_path / "k.py").write_text(KERNEL)
+    recipe = RECIPE.replace("BLOCK = [1024], num_warps = [4]", "BLOCK = [4096], num_warps = [4]")
+    regs = {}
+    for cap in ("", ", maxnreg = [24]"):
+        (tmp_path / "r.toml").write_text(recipe.replace("num_warps = [4]", f"num_warps = [4]{cap}"))
+        out = tmp_path / f"p{len(cap)}.aotc"
+        build(tmp_path / "r.toml", out, env_for(tmp_path / "cache"), tmp_path)
+        with BundleFile(out) as bf:
+            inst = Manifest.from_json(bf.manifest).kernels[0].instances[0]
+        regs[cap] = {v.regs for v in inst.variants.values()}
+    assert regs[", maxnreg = [24]"] == {24} and min(regs[""]) > 24

@@ -17,7 +17,9 @@ from ..config import DTYPE_PREFIX, Config, Constexpr
 from ..shipped import Shipped, TunedConfig
 from .validate import Validator, show
 
-LAUNCH_OPTIONS = ("num_warps", "num_stages")
+# maxnreg (a register cap per thread, Triton's launch option) is searched only if listed.
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "maxnreg")
+MAXNREG = (16, 255)  # what ptxas's register cap accepts
 DEFAULT_LAUNCH = {"num_warps": (4,), "num_stages": (3,)}
 # Triton types an integer constexpr as i32 or i64; a larger one cannot be compiled.
 _CONSTEXPR = ("i64", "the widest integer a constexpr can be")
@@ -133,6 +135,8 @@ def _values(v: Validator, values: Any, key: str, mname: str) -> tuple[Constexpr,
                 v.fail(key, f"{x} is not a power of two; use 1, 2, 4, 8, 16 or 32")
             if mname == "num_stages" and x < 1:
                 v.fail(key, f"{x} must be at least 1")
+            if mname == "maxnreg" and not MAXNREG[0] <= x <= MAXNREG[1]:
+                v.fail(key, f"{x} registers: a cap between {MAXNREG[0]} and {MAXNREG[1]}")
     return tuple(out)
 
 
