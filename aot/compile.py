@@ -74,11 +74,9 @@ def job_for(plan: Plan, inst: Instance, variant: Variant) -> Job:
     src = plan.sources[kr.name]
     dtypes = dict(variant.dtypes)
     assume = dict(variant.spec.assume)
-    constexprs: dict[str, Constexpr] = {
-        **fixed_for(kr, dtypes, inst.target.sms),
-        **dict(variant.config.meta),
-        **dict(variant.derived),
-    }
+    constexprs: dict[str, Constexpr] = {**fixed_for(kr, dtypes, inst.target.sms),
+                                        **dict(variant.config.meta),
+                                        **dict(variant.derived)}  # fmt: skip
     nones = set(variant.nones) | set(kr.always_none)
     signature: list[tuple[str, str]] = []
     divisible: list[int] = []
@@ -158,12 +156,9 @@ def run_job(job: Job) -> dict[str, Any]:
         if job.maxnreg is not None:
             launch["maxnreg"] = job.maxnreg
         options = backend.parse_options(launch)
-        src = ASTSource(
-            fn=fn,
-            signature=dict(job.signature),
-            constexprs={k: triton_value(v) for k, v in job.constexprs},
-            attrs={(i,): [["tt.divisibility", 16]] for i in job.divisible},
-        )
+        src = ASTSource(fn=fn, signature=dict(job.signature),
+                        constexprs={k: triton_value(v) for k, v in job.constexprs},
+                        attrs={(i,): [["tt.divisibility", 16]] for i in job.divisible})  # fmt: skip
         compiled = triton.compile(src, target=target, options=options.__dict__)
         md = compiled.metadata
         unsupported = [

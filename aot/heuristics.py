@@ -31,7 +31,7 @@ class Untranslatable(ValueError):
 
 def translate(rule: Callable[..., Any]) -> str:
     """The rule as an expression in the loader's language, or ``Untranslatable``."""
-    node = _find(rule)
+    node = find_definition(rule)
     if isinstance(node, ast.Lambda):
         body, arg = node.body, node.args
     else:
@@ -45,14 +45,14 @@ def translate(rule: Callable[..., Any]) -> str:
     if len(arg.args) != 1 or arg.vararg or arg.kwarg or arg.kwonlyargs:
         raise Untranslatable("it does not take exactly one argument (the arguments dict)")
     globals_ = getattr(rule, "__globals__", {})
-    return ast.unparse(_Rewrite(arg.args[0].arg, globals_).visit(body))
+    return ast.unparse(Rewrite(arg.args[0].arg, globals_).visit(body))
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
 
 
-def _find(rule: Callable[..., Any]) -> ast.Lambda | ast.FunctionDef:
+def find_definition(rule: Callable[..., Any]) -> ast.Lambda | ast.FunctionDef:
     """The lambda or def in the rule's file that compiled to the rule's code: the
     innermost one that spans every position the code's instructions came from and reads
     the same names and constants."""
@@ -116,7 +116,7 @@ def _names(code: types.CodeType) -> tuple[Any, ...]:
     return code.co_names, code.co_varnames, consts
 
 
-class _Rewrite(ast.NodeTransformer):
+class Rewrite(ast.NodeTransformer):
     """``args["K"]`` → ``K``; module constants inlined; anything else refused."""
 
     def __init__(self, args: str, globals_: Mapping[str, Any]):

@@ -19,7 +19,9 @@ from typing import Any
 from loader.expr import ExprError, parse
 
 from .heuristics import Untranslatable, translate
+from .kernel_env import TARGET_SMS
 from .kernelscan import Launch, Usage, usage_of
+from .prehook import configs_hooks_translate
 from .recipe.placeholders import PLACEHOLDER
 from .shipped import Shipped
 
@@ -117,7 +119,7 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     sizes = [p.name for p in runtime if p.name not in pointers and p.name not in keys
              and (p.name in usage.sizes or p.name in ints or p.name in read)
              and ("stride" not in p.name.lower() or p.name in read)]  # fmt: skip
-    usable = tuned is not None and not tuned.hooks and not any(c.pre_hook for c in tuned.configs)
+    usable = tuned is not None and not tuned.hooks and configs_hooks_translate(tuned.configs)
     searched = sorted({n for c in tuned.configs for n, _ in c.kwargs}) if tuned and usable else []
     defaults = {p.name: p.default for p in k.constexprs if p.has_default}
     given = set(searched) | set(rules) | set(defaults)
@@ -248,8 +250,11 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment(f"No [kernel.space]: @triton.autotune's {n} configs ({what}) are the search "
                   f"space,{pruned}{kept} as the JIT would tune them.")  # fmt: skip
         if kinds.unset:
-            t.comment("The configs do not set these constexprs: give their values.")
-            t.key("fixed", {n: PLACEHOLDER for n in kinds.unset})
+            t.comment("The configs do not set these constexprs: give their values"
+                      + (' (NUM_SMS = "NUM_SMS": each target\'s SM count).'
+                         if TARGET_SMS in kinds.unset else "."))  # fmt: skip
+            t.key("fixed", {n: TARGET_SMS if n == TARGET_SMS else PLACEHOLDER
+                            for n in kinds.unset})  # fmt: skip
         return
     if tuned is not None:
         t.comment("@triton.autotune has a pre_hook or post_hook (host code aotc cannot run), so "

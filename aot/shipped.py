@@ -35,7 +35,8 @@ class TunedConfig:
     num_stages: int
     num_ctas: int = 1
     maxnreg: int | None = None
-    pre_hook: bool = False  # a config with a pre_hook runs host code aotc cannot ship
+    pre_hook: bool = False  # host code aotc ships only as descriptor block shapes
+    hook: Any = field(default=None, compare=False, repr=False)  # the pre_hook itself
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ def _autotune(tuner: Any) -> Autotune:
             num_ctas=int(c.num_ctas or 1),
             maxnreg=None if c.maxnreg is None else int(c.maxnreg),
             pre_hook=c.pre_hook is not None,
+            hook=c.pre_hook,
         )
         for c in tuner.configs
     )

@@ -57,6 +57,13 @@ def describe_kernel(insts: list[Instance]) -> list[str]:
         out.append("  optional pointers (built as passed and as None): "
                    + ", ".join(kr.optional) + "".join(f", {p} (always None)"
                                                       for p in kr.always_none))  # fmt: skip
+    if kr.descriptors:
+        out.append(
+            "  TMA descriptors (block shapes): "
+            + ", ".join(
+                f"{n} [{', '.join(e.text for e in block)}]" for n, block in kr.descriptors.items()
+            )
+        )
     if kr.call:
         out.append("  call values: " + ", ".join(f"{n} = {c.text}" for n, c in kr.call.items()))
     keys = ", ".join(f"{k}: {list(v)}{' (listed size)' if k in kr.listed else ''}"

@@ -43,10 +43,19 @@ _MAX_STRIDE = 2**40  # and each stride below 2^40 bytes
 
 def tensor(arg: Any, name: str) -> tuple[Tensor, str | None]:
     """(address, shape, strides) of a tensor passed for a descriptor argument, and its
-    element type (None if unknown). Only a tensor with ``data_ptr``, ``shape`` and
-    ``stride()`` will do: a raw pointer has no shape to describe."""
+    element type (None if unknown). A tensor with ``data_ptr``, ``shape`` and ``stride()``
+    will do, or a host ``TensorDescriptor`` as its author's code builds one (its tensor,
+    shape and strides are read; its block shape is the author's JIT config's, while the
+    variant launched has its own). A raw pointer has no shape to describe."""
     from .args import pointer
 
+    if is_host_descriptor(arg):
+        if arg.padding != "zero":
+            raise ArgumentError(f"argument {name!r}: a TensorDescriptor with padding="
+                                f"{arg.padding!r}; aotc's tensor maps pad with zeros")  # fmt: skip
+        addr, dtype = pointer(arg.base, name)
+        shape = tuple(int(x) for x in arg.shape)
+        return (addr, shape, tuple(int(x) for x in arg.strides)), dtype
     stride = getattr(arg, "stride", None)
     if getattr(arg, "shape", None) is None or not callable(stride):
         raise ArgumentError(
@@ -55,6 +64,27 @@ def tensor(arg: Any, name: str) -> tuple[Tensor, str | None]:
         )
     addr, dtype = pointer(arg, name)
     return (addr, tuple(arg.shape), tuple(stride())), dtype
+
+
+def is_host_descriptor(arg: Any) -> bool:
+    """Whether ``arg`` is a host TensorDescriptor (duck-typed: the loader never imports
+    Triton)."""
+    return hasattr(arg, "block_shape") and hasattr(arg, "base")
+
+
+def fast_key(arg: Any) -> tuple[Any, ...]:
+    """The fast path's signature of a descriptor argument (loader/fastcall.py): a tensor's
+    dtype and device, or a TensorDescriptor's with its padding."""
+    if is_host_descriptor(arg):
+        return (arg.base.dtype, arg.base.is_cuda, arg.padding)
+    return (arg.dtype, arg.is_cuda)
+
+
+def fast_value(arg: Any) -> Tensor:
+    """What ``tensor`` gives, for an argument whose signature the checked path accepted."""
+    if is_host_descriptor(arg):
+        return (arg.base.data_ptr(), tuple(arg.shape), tuple(arg.strides))
+    return (arg.data_ptr(), tuple(arg.shape), arg.stride())
 
 
 def slot_types(d: DescriptorSpec) -> tuple[str, ...]:

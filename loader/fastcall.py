@@ -32,6 +32,8 @@ from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .descriptors import fast_key, fast_value
+
 if TYPE_CHECKING:
     from .buckets import BucketGrid
     from .launch import Launcher
@@ -157,6 +159,8 @@ class FastPath:
             "names": tuple(c.name for c in call),
             "known_names": frozenset(c.name for c in call),
             "nothing": {},
+            "desc_key": fast_key,
+            "desc_value": fast_value,
         }
         # A rank the bundle was built for is the checked path's to enforce: never fast.
         shapes = [(index[c.arg], c.dim, c.rank) if c.arg else None for c in call]
@@ -208,7 +212,8 @@ def _source(
     pointers = [i for i, p in enumerate(params) if p.type[0] == "*"]
     # The signature: (dtype, is_cuda) of a tensor, the type of a scalar. Folding is_cuda in
     # means a CPU tensor's signature is never an accepted one.
-    key = _tuple([_key(a, i in pointers, i in optional) for i, a in enumerate(names)])
+    key = _tuple([_key(a, i in pointers, i in optional, i in described)
+                  for i, a in enumerate(names)])  # fmt: skip
     values = _tuple([_value(a, i in pointers, i in optional, i in described)
                      for i, a in enumerate(names)])  # fmt: skip
     # Call values follow the arguments: by keyword, else a dimension of an argument's shape.
@@ -252,9 +257,11 @@ def lookup(args, call=nothing):
 """
 
 
-def _key(a: str, pointer: bool, optional: bool) -> str:
+def _key(a: str, pointer: bool, optional: bool, described: bool = False) -> str:
     if not pointer:
         return f"type({a})"
+    if described:  # a tensor or a host TensorDescriptor (loader/descriptors.py)
+        return f"desc_key({a})"
     if optional:
         return f"None if {a} is None else ({a}.dtype, {a}.is_cuda)"
     return f"{a}.dtype, {a}.is_cuda"
@@ -264,7 +271,7 @@ def _value(a: str, pointer: bool, optional: bool, described: bool = False) -> st
     if not pointer:
         return a
     if described:  # what descriptors.tensor gives: (address, shape, strides)
-        return f"({a}.data_ptr(), tuple({a}.shape), {a}.stride())"
+        return f"desc_value({a})"
     return f"0 if {a} is None else {a}.data_ptr()" if optional else f"{a}.data_ptr()"
 
 

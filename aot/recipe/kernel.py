@@ -136,7 +136,8 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
     values.check_names(v, w, kernel, meta)
     signature, inferred, example = _signature(v, k, w, kernel, dtypes, inputs, root, values, meta)
     optional, always_none = _optional(v, k, w, signature, example)
-    descriptors = parse_descriptors(v, k, w, signature, meta)
+    descriptors = parse_descriptors(v, k, w, signature, meta, kernel)
+    _check_described(v, w, example, descriptors)
     buckets, sizes = values.typed(v, w, signature)
     names = Names(
         w=w,
@@ -191,6 +192,17 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         host=parse_host(v, k, w, meta),
         descriptors=descriptors,
     )
+
+
+def _check_described(
+    v: Validator, w: str, example: Example | None, descriptors: Mapping[str, Any]
+) -> None:
+    """An argument ``inputs`` passes as a host TensorDescriptor must have a block shape."""
+    for name, value in (example.values if example is not None else {}).items():
+        if hasattr(value, "block_shape") and hasattr(value, "base") and name not in descriptors:
+            v.fail(f"{w}.descriptors", f"inputs passes a TensorDescriptor for {name}: give its "
+                   f"block shape, {name} = [...] (meta-parameter names), or set it in the "
+                   "autotune configs' pre_hook")  # fmt: skip
 
 
 def _undescribed(

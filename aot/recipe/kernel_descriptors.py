@@ -18,6 +18,9 @@ from typing import Any
 
 from loader.expr import Expr, ExprError, parse
 
+from ..heuristics import Untranslatable
+from ..prehook import block_shapes
+from ..shipped import Shipped
 from .kernel_meta import Meta
 from .kernel_space import LAUNCH_OPTIONS
 from .validate import Validator, show
@@ -26,9 +29,18 @@ MAX_RANK = 5  # TMA's
 
 
 def parse_descriptors(
-    v: Validator, k: Mapping[str, Any], w: str, signature: Mapping[str, str], meta: Meta
+    v: Validator,
+    k: Mapping[str, Any],
+    w: str,
+    signature: Mapping[str, str],
+    meta: Meta,
+    kernel: Shipped,
 ) -> dict[str, tuple[Expr, ...]]:
-    raw = v.table(k, "descriptors", w)
+    """The recipe's ``descriptors``; without it, what the autotune configs' pre_hooks set
+    (when those configs are the search space)."""
+    raw: Mapping[str, Any] = v.table(k, "descriptors", w)
+    if not raw and meta.configs and kernel.autotune is not None:
+        raw = _from_hooks(v, w, kernel)
     known = (set(meta.fixed) | set(meta.derived) | set(meta.searched)) - set(LAUNCH_OPTIONS)
     out: dict[str, tuple[Expr, ...]] = {}
     for name, block in raw.items():
@@ -56,3 +68,28 @@ def parse_descriptors(
             exprs.append(e)
         out[name] = tuple(exprs)
     return out
+
+
+def _from_hooks(v: Validator, w: str, kernel: Shipped) -> dict[str, list[str]]:
+    """The block shapes every autotune config's pre_hook sets (aot/prehook.py)."""
+    assert kernel.autotune is not None
+    configs = kernel.autotune.configs
+    if not any(c.pre_hook for c in configs):
+        return {}
+    found: dict[str, tuple[str, ...]] | None = None
+    for i, c in enumerate(configs):
+        where = f"{kernel.name}'s @triton.autotune config #{i + 1}"
+        if not c.pre_hook:
+            v.fail(f"{w}.source", f"{where} has no pre_hook while others set block shapes in "
+                   f"theirs; give the block shapes under {w}.descriptors")  # fmt: skip
+        try:
+            shapes = block_shapes(c.hook)
+        except Untranslatable as exc:
+            v.fail(f"{w}.source", f"{where}: its pre_hook cannot be read as descriptor block "
+                   f"shapes ({exc}); aotc cannot ship that host code: give the block shapes "
+                   f"under {w}.descriptors, e.g. a_desc = [\"BLOCK_M\", \"BLOCK_K\"]")  # fmt: skip
+        if found is not None and shapes != found:
+            v.fail(f"{w}.source", f"{where}'s pre_hook sets other block shapes than config #1's; "
+                   f"give them under {w}.descriptors")  # fmt: skip
+        found = shapes
+    return {name: list(block) for name, block in (found or {}).items()}

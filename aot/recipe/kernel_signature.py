@@ -222,6 +222,8 @@ def _type_of(value: Any) -> str | None:
         return "i32" if I32[0] <= value <= I32[1] else "i64"
     if isinstance(value, float):
         return "fp32"
+    if hasattr(value, "block_shape") and hasattr(value, "base"):  # a host TensorDescriptor
+        return _type_of(value.base)
     dtype = getattr(value, "dtype", None)
     if dtype is not None and hasattr(value, "data_ptr"):
         ours = element_type(dtype)

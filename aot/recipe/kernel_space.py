@@ -177,9 +177,6 @@ def autotune_configs(v: Validator, w: str, shipped: Shipped) -> tuple[Config, ..
 
 def _config(v: Validator, key: str, i: int, c: TunedConfig, constexprs: Sequence[str]) -> Config:
     where = f"{key}: @triton.autotune config #{i + 1}"
-    if c.pre_hook:
-        v.fail(key, f"config #{i + 1} of @triton.autotune has a pre_hook (host code aotc "
-               "cannot ship); give [kernel.space] instead")  # fmt: skip
     meta: list[tuple[str, Constexpr]] = []
     for name, value in c.kwargs:
         if name not in constexprs:
