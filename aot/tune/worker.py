@@ -55,7 +55,8 @@ class Worker:
 
     # -- inputs -----------------------------------------------------------------------
     def _nbytes(self, args: list[Any]) -> int:
-        return sum(a.numel() * a.element_size() for a in args if hasattr(a, "element_size"))
+        tensors = [_tensor(a) for a in args]
+        return sum(t.numel() * t.element_size() for t in tensors if hasattr(t, "element_size"))
 
     def input_sets(
         self,
@@ -132,13 +133,13 @@ class Worker:
 
         def before(args: list[Any]) -> None:
             for i in reset:
-                args[i].zero_()
+                _tensor(args[i]).zero_()
             for i in restore:
-                saved[i] = args[i].clone()
+                saved[i] = _tensor(args[i]).clone()
 
         def after(args: list[Any]) -> None:
             for i in restore:
-                args[i].copy_(saved.pop(i))
+                _tensor(args[i]).copy_(saved.pop(i))
 
         return before, after
 
@@ -187,11 +188,11 @@ class Worker:
             args = _bound(list(make(sizes, msg["dtypes"])), k, msg["dtypes"])
             expected = reference(*args)
             for name in expected:
-                args[names.index(name)].fill_(0.0 if name in zeroed else float("nan"))
+                _tensor(args[names.index(name)]).fill_(0.0 if name in zeroed else float("nan"))
             k(*args, **call)
             torch.cuda.synchronize()
             for name, ref in expected.items():
-                out = args[names.index(name)].double()
+                out = _tensor(args[names.index(name)]).double()
                 finite = bool(torch.isfinite(out).all())
                 ref = ref.double()
                 denom = float(torch.linalg.norm(ref)) or 1.0
@@ -215,6 +216,11 @@ class Worker:
         if op == "baseline":
             return self.baseline(msg)
         return {"ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _tensor(arg: Any) -> Any:
+    """The tensor behind an argument: a host TensorDescriptor's base, else the argument."""
+    return arg.base if hasattr(arg, "block_shape") and hasattr(arg, "base") else arg
 
 
 def _bound(args: list[Any], kernel: Any, binding: dict[str, str]) -> list[Any]:
