@@ -142,15 +142,12 @@ class Launcher:
         with self._lock:
             if self._extra is None:
                 self._buffer.pack(values)
+                gx, gy, gz = self._grid_of(values)
             else:  # descriptors to encode, scratch to find: the ABI's extra slots
-                self._buffer.pack(self._extra(values, self._grid_of(values), stream))
-            try:
-                gx, gy, gz = self.grid(*values)
-            except ArithmeticError as exc:  # a division by zero, for these values
-                raise ArgumentError(
-                    f"{self.kernel}(): its grid ({self.grid_text}) cannot be computed for "
-                    f"these arguments: {exc}"
-                ) from None
+                gx, gy, gz = self._grid_of(values)
+                if gx <= 0 or gy <= 0 or gz <= 0:
+                    return  # nothing runs: an empty tensor has no tensor map
+                self._buffer.pack(self._extra(values, (gx, gy, gz), stream))
             if not (0 < gx <= _MAX_X and 0 < gy <= _MAX_YZ and 0 < gz <= _MAX_YZ):
                 if gx <= 0 or gy <= 0 or gz <= 0:
                     return
@@ -187,7 +184,7 @@ class Launcher:
     def _grid_of(self, values: Sequence[Any]) -> tuple[int, int, int]:
         try:
             gx, gy, gz = self.grid(*values)
-        except ArithmeticError as exc:
+        except ArithmeticError as exc:  # a division by zero, for these values
             raise ArgumentError(
                 f"{self.kernel}(): its grid ({self.grid_text}) cannot be computed for "
                 f"these arguments: {exc}"
@@ -245,10 +242,7 @@ def _layout(
             scratch,
         )
     nvalues = len(param_index)
-    expander = Expander(
-        spec.name, variant.descriptors, param_index, nvalues,
-        device.drv,
-    )  # fmt: skip
+    expander = Expander(spec.name, variant.descriptors, param_index, nvalues, device.drv)
     described = {d.param: d for d in variant.descriptors}
     abi: list[str] = []
     positions: list[int] = []

@@ -346,3 +346,14 @@ def test_a_warp_specialised_variant_launches_the_warps_triton_gave_it(
     assert kernel.variant_for(*args).num_warps == 12
     kernel(*args)
     assert fake.launches[-1].block == 12 * 32
+
+
+def test_an_empty_call_launches_nothing_and_encodes_nothing(fake: FakeLib, bundle: Path) -> None:
+    kernel = loader.open(bundle)["matmul_tma"]
+    a, b, c = (
+        Tensor(0x100000, (0, 4096)),
+        Tensor(0x200000, (4096, 4096)),
+        Tensor(0x300000, (0, 4096)),
+    )
+    kernel(a, b, c, 0, 4096, 4096)  # as a plain kernel with an empty grid: no launch, no error
+    assert fake.launches == [] and fake.tensor_maps == []
