@@ -159,3 +159,50 @@ def test_attention_refuses_a_length_its_blocks_do_not_divide(hopper: Any) -> Non
     o = torch.zeros_like(q)
     with pytest.raises(loader.ArgumentError, match="N_CTX"):
         hopper["attention_d64"](q, k, v, o, 0.125, z, h, n)
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """tests/data/tma_shipped: the tutorial-style TMA kernel, built unchanged on this GPU
+    (tuned: its inputs build TensorDescriptors, its configs' pre_hook gives the blocks)."""
+    import shutil
+
+    import torch
+
+    import loader
+    from aot.build import build
+    from aot.env import Environment
+
+    tmp = tmp_path_factory.mktemp("tma_shipped")
+    shutil.copytree(ROOT / "tests" / "data" / "tma_shipped", tmp / "r")
+    env = Environment(cache_dir=tmp / "cache", jobs=8, progress=False)
+    build(tmp / "r" / "tma.toml", tmp / "t.aotc", env, tmp)
+    torch.cuda.init()  # type: ignore[no-untyped-call]
+    return loader.open(tmp / "t.aotc"), tmp / "r"
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("m", [100, 128, 1000, 4096])
+def test_a_tutorial_style_kernel_matches_its_own_wrapper(shipped: Any, dtype: str, m: int) -> None:
+    """The bundle, called with the author's TensorDescriptors, against the author's own
+    wrapper (Triton's JIT and autotuner) and float64."""
+    import importlib.util
+
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    bundle, root = shipped
+    spec = importlib.util.spec_from_file_location("tma_tutorial", root / "tma_tutorial.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    n = k = 4096
+    a = torch.randn(m, k, device="cuda", dtype=_dt(dtype))
+    b = torch.randn(k, n, device="cuda", dtype=_dt(dtype)) / k**0.5
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=_dt(dtype))
+    descs = [TensorDescriptor.from_tensor(t, [1, 1]) for t in (a, b, c)]
+    bundle["matmul"](*descs, m, n, k)
+    jit = module.matmul(a, b)
+    torch.cuda.synchronize()
+    ref = a.double() @ b.double()
+    assert _check(c, ref) < TOL and _check(jit, ref) < TOL
