@@ -17,7 +17,6 @@ plain-pointer call. The same rows on an H200 are benchmarks/hopper_bench.py's "h
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import sys
 import tempfile
@@ -30,9 +29,7 @@ sys.path.insert(0, str(ROOT))
 import loader  # noqa: E402
 from aot.build import build  # noqa: E402
 from aot.env import Environment  # noqa: E402
-from benchmarks.host_path_cpu import measure, noop_launch  # noqa: E402
-from loader import driver  # noqa: E402
-from tests.fakecuda import FakeLib  # noqa: E402
+from benchmarks.host_path_cpu import install_noop_driver, measure, options  # noqa: E402
 from tests.test_descriptors import HOPPER, RECIPE, Tensor  # noqa: E402
 
 
@@ -62,14 +59,8 @@ def rows(bundle: loader.Bundle) -> dict[str, Callable[[], object]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("-n", type=int, default=20000, help="calls per sample")
-    ap.add_argument("--repeats", type=int, default=7, help="samples per row (best is shown)")
-    opts = ap.parse_args()
-    lib = FakeLib()
-    lib.cuLaunchKernel = noop_launch()  # type: ignore[method-assign]
-    lib.cuTensorMapEncodeTiled = noop_launch()  # type: ignore[method-assign]
-    driver.install(driver.Driver(lib))
+    opts = options(__doc__ or "")
+    install_noop_driver("cuTensorMapEncodeTiled")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         shutil.copytree(HOPPER, root / "hopper")

@@ -83,14 +83,25 @@ def measure(fns: dict[str, Callable[[], object]], n: int, repeats: int) -> dict[
     return best
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def options(doc: str) -> argparse.Namespace:
+    """-n and --repeats, the options of this script and benchmarks/descriptor_host_cpu.py."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("-n", type=int, default=20000, help="calls per sample")
     ap.add_argument("--repeats", type=int, default=7, help="samples per row (best is shown)")
-    opts = ap.parse_args()
+    return ap.parse_args()
+
+
+def install_noop_driver(*calls: str) -> None:
+    """The fake driver, with cuLaunchKernel and ``calls`` a C no-op, installed."""
     lib = FakeLib()
-    lib.cuLaunchKernel = noop_launch()  # type: ignore[method-assign]
+    for name in ("cuLaunchKernel", *calls):
+        setattr(lib, name, noop_launch())
     driver.install(driver.Driver(lib))
+
+
+def main() -> None:
+    opts = options(__doc__ or "")
+    install_noop_driver()
     with tempfile.TemporaryDirectory() as tmp:
         bundle = loader.open(handmade.write(Path(tmp) / "scale.aotc"))
         results = measure(rows(bundle.kernel("scale")), opts.n, opts.repeats)

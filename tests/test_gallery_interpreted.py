@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import json
-import os
-import subprocess
 import sys
 import tomllib
 import traceback
@@ -27,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.interpreted import run as interpreted_run
 
 torch = pytest.importorskip("torch", reason="the gallery's interpreted checks need torch")
 pytest.importorskip("triton", reason="the gallery's interpreted checks need triton")
@@ -256,18 +256,7 @@ def _child() -> None:
 def interpreted() -> dict[str, str | None]:
     # Set before Triton is imported: its own library (tl.cdiv, tl.sigmoid, ...) is
     # decorated at import, and only interpreted versions run under the interpreter.
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run(
-        [sys.executable, __file__],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=str(GALLERY.parents[1]),
-    )
-    line = next((x for x in proc.stdout.splitlines() if x.startswith(RESULTS_MARK)), None)
-    assert proc.returncode == 0 and line is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results: dict[str, str | None] = json.loads(line[len(RESULTS_MARK) :])
+    results: dict[str, str | None] = interpreted_run(__file__, RESULTS_MARK, GALLERY.parents[1])
     return results
 
 
