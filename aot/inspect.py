@@ -151,7 +151,8 @@ def _pipeline(p: PipelineSpec) -> list[str]:
     lines = [f"pipeline {p.name}({tensors('input')}) -> {tensors('output')}"]
     for dim, bounds in zip(p.dims, p.buckets, strict=True):
         lines.append(f"  one CUDA graph per bucket of {dim}: {list(bounds)}")
-    for role, title in (("weight", "weights"), ("scratch", "scratch")):
+    for role, title in (("weight", "weights"), ("state", "state (read and written)"),
+                        ("scratch", "scratch")):  # fmt: skip
         if any(t.role == role for t in p.tensors):
             lines.append(f"  {title}: {tensors(role)}")
     for i, step in enumerate(p.steps):

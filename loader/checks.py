@@ -202,8 +202,8 @@ def check_pipeline(p: PipelineSpec) -> None:
                 raise DecodeError(at, str(exc)) from None
             if unknown:
                 raise DecodeError(at, f"{s!r} reads {', '.join(sorted(unknown))}, not a dimension")
-        if t.role == "weight" and not all(_literal(s) for s in t.shape):
-            raise DecodeError(at, "a weight's shape must be fixed sizes")
+        if t.role in ("weight", "state") and not all(_literal(s) for s in t.shape):
+            raise DecodeError(at, f"a {t.role}'s shape must be fixed sizes")
         if t.role in ("input", "output"):
             if not t.shape or not all(_literal(s) for s in t.shape[1:]):
                 raise DecodeError(at, "must be a dimension or size, then fixed sizes")

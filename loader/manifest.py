@@ -151,8 +151,7 @@ class VariantSpec(Coded):
     # compiled in as constants and absent. TRITON_SCRATCH_ARGS null pointers follow them.
     abi: tuple[str, ...]
     scratch_args: Scratch = TRITON_SCRATCH_ARGS
-    # Descriptor arguments in order (loader/descriptors.py), and the global scratch bytes
-    # per program (in-kernel descriptors), from a per-stream pool (loader/scratch.py).
+    # TMA descriptor arguments (loader/descriptors.py); global scratch bytes per program.
     descriptors: tuple[DescriptorSpec, ...] = field(
         default=(), metadata=codec.spec(omit_default=True)
     )
@@ -259,13 +258,14 @@ class KernelSpec(Coded):
         check_kernel(self)
 
 
-ROLES = ("input", "output", "weight", "scratch")
+ROLES = ("input", "output", "weight", "scratch", "state")
 
 
 @dataclass(frozen=True)
 class PipelineTensor(Coded):
     """A tensor of a pipeline. ``shape`` holds integer expressions over the pipeline's
-    dimensions (``"M"``, ``"4096"``); row-major and contiguous. ``role``: one of ROLES."""
+    dimensions (``"M"``, ``"4096"``); row-major and contiguous. ``role``: one of ROLES
+    ("state": bound at load like a weight, and written by the steps, as a KV cache is)."""
 
     name: str
     dtype: str

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from .bundle import Bundle
 
 
+# The roles a pipeline's caller binds once, at load: weights, and state (a KV cache: read
+# and written by the steps, kept across calls).
+BOUND = ("weight", "state")
+
+
 class _Port:
     """An input or output: where a call's tensor goes, and how to check it."""
 
@@ -105,17 +110,20 @@ class Pipeline:
     # -- building -----------------------------------------------------------------------
 
     def _bind_weights(self, weights: Mapping[str, Any]) -> tuple[dict[str, int], dict[str, Any]]:
-        names = [t.name for t in self.spec.tensors if t.role == "weight"]
+        names = [t.name for t in self.spec.tensors if t.role in BOUND]
+        what = (
+            "weights" if all(t.role != "state" for t in self.spec.tensors) else "weights and state"
+        )
         unknown = [w for w in weights if w not in names]
         if unknown:
             raise ArgumentError(
-                f"pipeline {self.name!r} has no weight {unknown[0]!r}; its weights are: "
+                f"pipeline {self.name!r} has no weight {unknown[0]!r}; its {what} are: "
                 f"{', '.join(names) or 'none'}"
             )
         missing = [w for w in names if w not in weights]
         if missing:
             raise ArgumentError(
-                f"pipeline {self.name!r} needs its weights bound: pass "
+                f"pipeline {self.name!r} needs its {what} bound: pass "
                 + ", ".join(f"{w}=<tensor {self._shape_text(w)}>" for w in missing)
             )
         addrs = {}
@@ -187,7 +195,7 @@ class Pipeline:
         named_env = dict(zip(self.dims, env, strict=True))
         sizes = {}
         for t in self.spec.tensors:
-            if t.role != "weight":
+            if t.role not in BOUND:
                 n = _args.ITEMSIZE[t.dtype]
                 for s in t.shape:
                     n *= parse(s).evaluate(named_env)

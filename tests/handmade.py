@@ -52,7 +52,8 @@ def instance(target: str, dtype: str) -> mf.InstanceSpec:
 
 def pipelines() -> tuple[mf.PipelineSpec, ...]:
     """``twice``: out = (x * 2) * 3 through a scratch tensor, over buckets of M.
-    ``biased``: a weight read in place (tmp = w * 2) next to out = x * 5."""
+    ``biased``: a weight read in place (tmp = w * 2) next to out = x * 5.
+    ``stateful``: a state tensor bound at load, written (kv = x * 2) then read (out = kv * 3)."""
 
     def t(name: str, shape: tuple[str, ...], role: str) -> mf.PipelineTensor:
         return mf.PipelineTensor(name, "fp16", shape, role)
@@ -83,7 +84,18 @@ def pipelines() -> tuple[mf.PipelineSpec, ...]:
         ),
         steps=(scale("w", "wt", "16", 2.0), scale("x", "out", "M", 5.0)),
     )
-    return (twice, biased)
+    stateful = mf.PipelineSpec(
+        name="stateful",
+        dims=("M",),
+        buckets=(BUCKETS,),
+        tensors=(
+            t("x", ("M", "64"), "input"),
+            t("kv", (str(BUCKETS[-1]), "64"), "state"),
+            t("out", ("M", "64"), "output"),
+        ),
+        steps=(scale("x", "kv", "M", 2.0), scale("kv", "out", "M", 3.0)),
+    )
+    return (twice, biased, stateful)
 
 
 def manifest(targets: tuple[str, ...] = ("sm_90", "sm_80")) -> mf.Manifest:

@@ -173,6 +173,21 @@ def test_weights_are_bound_once_and_read_in_place(bundle: loader.Bundle, fake: F
     assert wt2.rows() == [[2.0] * 64] * 16
 
 
+def test_state_is_bound_once_written_in_place_and_kept_across_calls(
+    bundle: loader.Bundle, fake: FakeLib
+) -> None:
+    kv = HostTensor(256, fill=0.0)
+    stateful = bundle.pipeline("stateful", kv=kv)
+    for fill in (1.0, 4.0):  # each call writes the state, then reads what it wrote
+        x = HostTensor(9, fill=fill)
+        out = stateful(x, HostTensor(9))
+        assert kv.rows()[:9] == expect(x, 2.0)  # the caller's tensor, written in place
+        assert out.rows() == expect(HostTensor(9, fill=fill), 6.0)
+    assert len(fake.execs) == 1  # one graph, replayed: the state's address is baked in
+    with pytest.raises(loader.ArgumentError, match="needs its weights and state bound: pass kv="):
+        bundle.pipeline("stateful")
+
+
 @pytest.mark.parametrize(
     "weights, message",
     [

@@ -59,7 +59,21 @@ def test_a_symbolic_scratch_gets_symbolic_strides(tmp_path: Path) -> None:
         load(write(tmp_path, text))
 
 
+def test_a_state_tensor_is_bound_like_a_weight_and_may_be_written(tmp_path: Path) -> None:
+    # A state (a KV cache, say) is read before any step writes it, as a weight is.
+    recipe = load(write(tmp_path, GOOD.replace('w_norm = { role = "weight"',
+                                               'w_norm = { role = "state"', 1)))  # fmt: skip
+    (pipeline,) = recipe.pipelines
+    assert {t.name: t.role for t in pipeline.tensors}["w_norm"] == "state"
+
+
 CASES = [
+    (
+        "a state of symbolic shape",
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
+        'w_norm = { role = "state", dtype = "bf16", shape = ["M"] }',
+        ["mlp.tensors.w_norm.shape", "a state's shape must be fixed numbers"],
+    ),
     (
         "unknown kernel",
         'kernel = "silu_mul"',

@@ -174,8 +174,8 @@ def _role_shape(v: Validator, key: str, role: str, shape: list[Expr], dims: set[
     that one may be a bucket dimension; weights are fixed; scratch may be anything."""
     if role == "scratch":
         return
-    if role == "weight" and any(e.names for e in shape):
-        v.fail(key, "a weight's shape must be fixed numbers (it is bound once, at load)")
+    if role in ("weight", "state") and any(e.names for e in shape):
+        v.fail(key, f"a {role}'s shape must be fixed numbers (it is bound once, at load)")
     for i, e in enumerate(shape):
         if not e.names:
             continue
