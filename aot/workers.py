@@ -210,9 +210,10 @@ class _Worker:
                 os.close(fd)
             mine, theirs = ctx.Pipe()
             args = (theirs, dict(self.placement.env), self._init, self._init_args, self._log_path)
-            self._process = ctx.Process(target=_worker_main, args=args,
-                                        name=f"aotc-worker {self.placement.label}")  # fmt: skip
-            self._process.start()
+            process = ctx.Process(target=_worker_main, args=args,
+                                  name=f"aotc-worker {self.placement.label}")  # fmt: skip
+            process.start()  # kept only once started: kill() has nothing to do otherwise
+            self._process = process
             theirs.close()
             self._conn = mine
         self._receive(started=False)

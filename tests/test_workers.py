@@ -119,6 +119,24 @@ def test_a_worker_that_cannot_start_is_no_crash() -> None:
     assert "ImportError: no triton here" in e.value.log
 
 
+def test_a_process_that_fails_to_spawn_leaves_nothing_to_kill(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # multiprocessing refuses to spawn from a script without an `if __name__ ==
+    # "__main__":` guard; the job fails with that error, and stopping the pool afterwards
+    # must not trip over a process that never started (it raised AttributeError).
+    import multiprocessing.process
+
+    def refuse(self: object) -> None:
+        raise RuntimeError("An attempt has been made to start a new process before ...")
+
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse)
+    pool = WorkerPool([Placement()])
+    with pytest.raises(RuntimeError, match="start a new process"):
+        pool.submit(where).result(timeout=60)
+    pool.abort()  # kills what was started: nothing
+
+
 def test_workers_ignore_ctrl_c() -> None:
     with WorkerPool([Placement()]) as pool:
         assert pool.submit(interrupted).result(timeout=60) == "still here"
