@@ -226,6 +226,24 @@ CASES["paged-G8-splits8-short-fp16"] = partial(
 )
 
 
+def _contiguous_case(mods: dict[str, ModuleType]) -> float:
+    """The benchmark's layout: contiguous K/V moved into shuffled blocks, all one length."""
+    import torch
+
+    pa, ref = mods["pa"], mods["ref"]
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(3, 8, 32, generator=g).half()
+    k, v = (torch.randn(3, 2, 48, 32, generator=g).half() for _ in range(2))
+    kc, vc, table = ref.paged_from_contiguous(k, v, 16)
+    lens = torch.full((3,), 48, dtype=torch.int32)
+    out = torch.full_like(q, float("nan"))
+    pa.paged_attention(q, kc, vc, table, lens, out, 0.2, block_n=32)
+    return _relative_error(out, ref.contiguous_reference(q, k, v, 0.2))
+
+
+CASES["paged-from-contiguous-fp16"] = _contiguous_case
+
+
 def _route_case(mods: dict[str, ModuleType], T: int, E: int, k: int, renorm: bool,
                 dtype: str) -> float:  # fmt: skip
     moe, ref = mods["moe"], mods["ref"]

@@ -63,25 +63,43 @@ def block_table_for(context_lens: list[int], block_size: int, spare: int, seed: 
 def paged_inputs(context_lens, num_q_heads, num_kv_heads, head_dim, block_size, dtype="fp16",
                  device="cuda", seed=0, spare=2, poison=True):  # fmt: skip
     """(q, k_cache, v_cache, block_table, context_lens) for paged_decode, entries ~N(0, 1)
-    (keys scaled so that the scores spread over a few units)."""
+    (keys ~N(0, 4), so that the scores spread over a few units)."""
     dt = _dtype(dtype)
-    g = torch.Generator().manual_seed(seed)
+    g = torch.Generator(device=device).manual_seed(seed)
     table, num_blocks = block_table_for(list(context_lens), block_size, spare, seed)
     shape = (num_blocks, num_kv_heads, block_size, head_dim)
-    q = torch.randn(len(context_lens), num_q_heads, head_dim, generator=g)
-    k = torch.randn(shape, generator=g) * 2.0
-    v = torch.randn(shape, generator=g)
+    q = torch.randn(len(context_lens), num_q_heads, head_dim, generator=g, device=device)
+    k = torch.randn(shape, generator=g, device=device) * 2.0
+    v = torch.randn(shape, generator=g, device=device)
     if poison:
         valid = torch.zeros(num_blocks, block_size, dtype=torch.bool)
         for i, n in enumerate(context_lens):
             blocks = table[i, : cdiv(n, block_size)].long()
             tok = torch.arange(len(blocks) * block_size)
             valid[blocks[tok // block_size], tok % block_size] = tok < n
-        stale = (~valid)[:, None, :, None].expand(shape)
+        stale = (~valid.to(device))[:, None, :, None].expand(shape)
         k[stale] = float("nan")
         v[stale] = float("nan")
-    lens = torch.tensor(list(context_lens), dtype=torch.int32)
-    return tuple(t.to(device) for t in (q.to(dt), k.to(dt), v.to(dt), table, lens))
+    lens = torch.tensor(list(context_lens), dtype=torch.int32, device=device)
+    return q.to(dt), k.to(dt), v.to(dt), table.to(device), lens
+
+
+def paged_from_contiguous(k, v, block_size: int, seed: int = 0):
+    """(k_cache, v_cache, block_table) holding K and V [num_seqs, num_kv_heads, n, head_dim]
+    (n a multiple of block_size) in shuffled blocks."""
+    num_seqs, num_kv_heads, n, head_dim = k.shape
+    per_seq = n // block_size
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(num_seqs * per_seq, generator=g).to(k.device)
+
+    def paged(t):
+        blocks = t.reshape(num_seqs, num_kv_heads, per_seq, block_size, head_dim).transpose(1, 2)
+        cache = torch.empty_like(t).reshape(-1, num_kv_heads, block_size, head_dim)
+        cache[perm] = blocks.reshape(-1, num_kv_heads, block_size, head_dim)
+        return cache
+
+    table = perm.reshape(num_seqs, per_seq).to(torch.int32)
+    return paged(k), paged(v), table
 
 
 def gather_kv(cache, table_row, n: int):
@@ -95,25 +113,29 @@ def gather_kv(cache, table_row, n: int):
 def paged_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale):
     """Decode attention in float64, [num_seqs, num_q_heads, head_dim] (zero for length 0)."""
     num_seqs, num_q_heads, head_dim = q.shape
-    group = num_q_heads // k_cache.shape[1]
-    out = torch.zeros(num_seqs, num_q_heads, head_dim, dtype=torch.float64, device=q.device)
+    num_kv_heads = k_cache.shape[1]
+    out = torch.zeros(num_seqs, num_kv_heads, num_q_heads // num_kv_heads, head_dim,
+                      dtype=torch.float64, device=q.device)  # fmt: skip
     for i, n in enumerate(context_lens.tolist()):
         if n == 0:
             continue
-        k = gather_kv(k_cache, block_table[i], n).double().repeat_interleave(group, 0)
-        v = gather_kv(v_cache, block_table[i], n).double().repeat_interleave(group, 0)
-        s = torch.einsum("hd,hnd->hn", q[i].double(), k) * sm_scale
-        out[i] = torch.einsum("hn,hnd->hd", torch.softmax(s, -1), v)
-    return out
+        k = gather_kv(k_cache, block_table[i], n).double()
+        v = gather_kv(v_cache, block_table[i], n).double()
+        qi = q[i].double().reshape(num_kv_heads, -1, head_dim)  # [kv head, group, head_dim]
+        s = torch.einsum("hgd,hnd->hgn", qi, k) * sm_scale
+        out[i] = torch.einsum("hgn,hnd->hgd", torch.softmax(s, -1), v)
+    return out.reshape(num_seqs, num_q_heads, head_dim)
 
 
-def contiguous_kv(k_cache, v_cache, block_table, context_len: int):
-    """K and V [num_seqs, num_kv_heads, context_len, head_dim] of sequences of one length:
-    the same data laid out as scaled_dot_product_attention takes it."""
-    rows = range(block_table.shape[0])
-    k = torch.stack([gather_kv(k_cache, block_table[i], context_len) for i in rows])
-    v = torch.stack([gather_kv(v_cache, block_table[i], context_len) for i in rows])
-    return k.contiguous(), v.contiguous()
+def contiguous_reference(q, k, v, sm_scale):
+    """Decode attention in float64 over contiguous K, V [num_seqs, num_kv_heads, n, head_dim]
+    (what scaled_dot_product_attention computes with the query heads of a KV head as its
+    query rows): [num_seqs, num_q_heads, head_dim]."""
+    num_seqs, num_q_heads, head_dim = q.shape
+    qg = q.double().reshape(num_seqs, k.shape[1], -1, head_dim)
+    s = torch.einsum("bhgd,bhnd->bhgn", qg, k.double()) * sm_scale
+    out = torch.einsum("bhgn,bhnd->bhgd", torch.softmax(s, -1), v.double())
+    return out.reshape(num_seqs, num_q_heads, head_dim)
 
 
 # -- MoE ---------------------------------------------------------------------------------
@@ -123,12 +145,16 @@ def moe_inputs(num_tokens, num_experts, hidden, ffn, dtype="fp16", device="cuda"
     """(x [T, H], logits [T, E], w_gate_up [E, H, 2F], w_down [E, F, H]), scaled so that
     every intermediate is about N(0, 1)."""
     dt = _dtype(dtype)
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(num_tokens, hidden, generator=g)
-    logits = torch.randn(num_tokens, num_experts, generator=g)
-    w1 = torch.randn(num_experts, hidden, 2 * ffn, generator=g) / hidden**0.5
-    w2 = torch.randn(num_experts, ffn, hidden, generator=g) / ffn**0.5
-    return tuple(t.to(dt).to(device) for t in (x, logits, w1, w2))
+    g = torch.Generator(device=device).manual_seed(seed)
+
+    def randn(*shape, scale=1.0):
+        return (torch.randn(shape, generator=g, device=device) * scale).to(dt)
+
+    x = randn(num_tokens, hidden)
+    logits = randn(num_tokens, num_experts)
+    w1 = randn(num_experts, hidden, 2 * ffn, scale=hidden**-0.5)
+    w2 = randn(num_experts, ffn, hidden, scale=ffn**-0.5)
+    return x, logits, w1, w2
 
 
 def topk_reference(logits, top_k: int, renormalize: bool = True):
