@@ -20,9 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
-import os
 import re
-import subprocess
 import sys
 import traceback
 from collections.abc import Callable
@@ -32,6 +30,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from tests.interpreted import run as interpreted_run
 
 triton = pytest.importorskip("triton", reason="the decode kernels need triton")
 
@@ -348,18 +348,7 @@ def _child() -> None:
 @pytest.fixture(scope="module")
 def interpreted() -> dict[str, float | str]:
     pytest.importorskip("torch", reason="the interpreted checks need torch")
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run(
-        [sys.executable, __file__],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=str(ROOT),
-    )
-    line = next((x for x in proc.stdout.splitlines() if x.startswith(RESULTS_MARK)), None)
-    assert proc.returncode == 0 and line is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
-    results: dict[str, float | str] = json.loads(line[len(RESULTS_MARK) :])
+    results: dict[str, float | str] = interpreted_run(__file__, RESULTS_MARK, ROOT)
     return results
 
 
