@@ -1,0 +1,54 @@
+"""recipes/decode.toml on the CPU (issue 20): the paged-attention decode kernel builds for
+sm_90 without a GPU, and the loader launches it over the grid (sequences, KV heads), the KV
+heads read off the cache's shape, picking the bucket by the number of sequences and the
+block table's width. tests/gpu/test_decode_gpu.py checks its results on an H200."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import loader
+from aot.build import build
+from tests.conftest import env_for
+from tests.fakecuda import FakeLib
+
+RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "decode.toml"
+
+
+class _Tensor:
+    def __init__(self, addr: int, shape: tuple[int, ...], dtype: str = "torch.float16"):
+        self.addr, self.shape, self.dtype, self.is_cuda = addr, shape, dtype, True
+
+    def data_ptr(self) -> int:
+        return self.addr
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("decode")
+    build(RECIPE, root / "decode.aotc", env_for(root / "cache"), root)
+    return root / "decode.aotc"
+
+
+@pytest.mark.parametrize(("seqs", "width"), [(1, 64), (3, 100), (300, 2048)])
+def test_paged_decode_launches_over_sequences_and_kv_heads(
+    fake: FakeLib, bundle: Path, seqs: int, width: int
+) -> None:
+    kernel = loader.open(bundle)["paged_decode"]
+    blocks = 4096
+    q = _Tensor(0x100000, (seqs, 32, 128))
+    k = _Tensor(0x200000, (blocks, 8, 16, 128))
+    v = _Tensor(0x300000, (blocks, 8, 16, 128))
+    table = _Tensor(0x400000, (seqs, width), "torch.int32")
+    lens = _Tensor(0x500000, (seqs,), "torch.int32")
+    out = _Tensor(0x600000, (seqs, 32, 128))
+    kc = (8 * 16 * 128, 16 * 128, 128)
+    args = [q, k, v, table, lens, out, 128**-0.5, seqs, width, 32 * 128, 128, *kc, *kc, width,
+            32 * 128, 128]  # fmt: skip
+    kernel(*args)
+    assert fake.launches[-1].grid == (seqs, 8, 1)
+    wrong = "'block_table_ptr' has element type fp16, expected i32"
+    with pytest.raises(loader.ArgumentError, match=wrong):
+        kernel(*[*args[:3], _Tensor(0x400000, (seqs, width)), *args[4:]])
