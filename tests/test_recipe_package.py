@@ -13,7 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "aot" / "recipe"
 # What the recipe package may import from aot: nothing that builds, only these leaves
 # (errors, targets, a config's values, and what a kernel object and its file tell).
-LEAVES = ("errors", "targets", "config", "dtypes", "inputs", "shipped", "heuristics", "kernelfile")
+LEAVES = ("errors", "targets", "config", "dtypes", "inputs", "shipped", "heuristics", "prehook",
+          "kernelfile")  # fmt: skip
 ALLOWED = ("aot", *(f"aot.{m}" for m in LEAVES))
 
 
