@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .args import pointer
 from .driver import Driver, untyped
 from .errors import ArgumentError, CudaError
 from .manifest import DescriptorSpec
@@ -47,8 +48,6 @@ def tensor(arg: Any, name: str) -> tuple[Tensor, str | None]:
     will do, or a host ``TensorDescriptor`` as its author's code builds one (its tensor,
     shape and strides are read; its block shape is the author's JIT config's, while the
     variant launched has its own). A raw pointer has no shape to describe."""
-    from .args import pointer
-
     if is_host_descriptor(arg):
         if arg.padding != "zero":
             raise ArgumentError(f"argument {name!r}: a TensorDescriptor with padding="
@@ -202,11 +201,15 @@ class Expander:
             value = values[p]
             slots = cache.get(value)
             if slots is None:
-                check(d, value, self._kernel)
                 addr, shape, strides = value
                 if encode is None:  # not lowered to TMA: pointer, shape and strides
+                    if len(shape) != len(d.block):
+                        raise ArgumentError(f"{self._kernel}(): argument {d.param!r}: a tensor "
+                                            f"of rank {len(shape)}; the kernel reads it as "
+                                            f"rank {len(d.block)}")  # fmt: skip
                     slots = (addr, *shape, *strides, 0, *shape, *strides)
                 else:
+                    check(d, value, self._kernel)
                     slots = (encode(addr, shape, strides), *shape, *strides)
                 with self._lock:
                     if len(cache) >= _MAX_CACHED:

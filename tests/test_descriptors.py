@@ -357,3 +357,26 @@ def test_an_empty_call_launches_nothing_and_encodes_nothing(fake: FakeLib, bundl
     )
     kernel(a, b, c, 0, 4096, 4096)  # as a plain kernel with an empty grid: no launch, no error
     assert fake.launches == [] and fake.tensor_maps == []
+
+
+def test_on_a_gpu_without_tma_a_descriptor_is_a_pointer_shape_and_strides(
+    fake: FakeLib, tmp_path: Path
+) -> None:
+    # On sm_80 Triton lowers a host descriptor to plain loads: it takes the base pointer,
+    # the shape and strides (i64), the padding flag, then the shape (i32) and strides
+    # (i64) again, as Triton's launcher passes them; nothing is encoded.
+    shutil.copytree(HOPPER, tmp_path / "hopper")
+    (tmp_path / "r.toml").write_text(RECIPE.replace('targets = ["sm_90"]', 'targets = ["sm_80"]'))
+    build(tmp_path / "r.toml", tmp_path / "a.aotc", env_for(tmp_path / "cache"), tmp_path)
+    fake.name, fake.cc, fake.sms = "NVIDIA A100-SXM4-80GB", (8, 0), 108
+    kernel = loader.open(tmp_path / "a.aotc")["matmul_tma"]
+    assert not any(d.tma for d in kernel.variant_for(*_matmul_args(100)).descriptors)
+    kernel(*_matmul_args(100))
+    assert fake.tensor_maps == []
+    words = fake.launches[-1].params
+    # a_desc: pointer, 100, 4096 (i64), 4096, 1 (i64), padding (i1), 100/4096 (i32), ...
+    assert words[:5] == [0x100000, 100, 4096, 4096, 1] and words[5] & 0xFF == 0
+    assert words[6] & 0xFFFFFFFF == 100 and words[7] & 0xFFFFFFFF == 4096
+    assert words[8:10] == [4096, 1]
+    with pytest.raises(ArgumentError, match="rank 3"):
+        kernel(Tensor(0x100000, (100, 4096, 1)), *_matmul_args(100)[1:])
