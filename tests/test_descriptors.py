@@ -380,3 +380,19 @@ def test_on_a_gpu_without_tma_a_descriptor_is_a_pointer_shape_and_strides(
     assert words[8:10] == [4096, 1]
     with pytest.raises(ArgumentError, match="rank 3"):
         kernel(Tensor(0x100000, (100, 4096, 1)), *_matmul_args(100)[1:])
+
+
+def test_the_hopper_recipe_builds_without_a_gpu(tmp_path: Path) -> None:
+    out = tmp_path / "hopper.aotc"
+    build(ROOT / "recipes" / "hopper.toml", out, env_for(tmp_path / "cache"), tmp_path)
+    with BundleFile(out) as bf:
+        m = Manifest.from_json(bf.manifest)
+    by_name = {k.name: k for k in m.kernels}
+    attention = {f"attention_d{d}{c}" for d in (64, 128) for c in ("", "_causal")}
+    assert set(by_name) == {"matmul_tma", "matmul_tma_device", *attention}
+    for k in by_name.values():
+        for inst in k.instances:
+            for v in inst.variants.values():
+                assert len(v.descriptors) == len(k.descriptors)
+                assert all(d.tma for d in v.descriptors)
+                assert (v.global_scratch > 0) == (k.name == "matmul_tma_device")
