@@ -181,11 +181,13 @@ class Expander:
         drv: Driver,
     ):
         self._kernel = kernel
+        # Per descriptor: its value's position, its spec, its encoder (None: not TMA), and
+        # its cache of encoded slots by (address, shape, strides).
         self._specs = tuple(
-            (param_index[d.param], d, TensorMapEncoder(drv, d) if d.tma else None)
+            (param_index[d.param], d, TensorMapEncoder(drv, d) if d.tma else None,
+             dict[Tensor, tuple[Any, ...]]())
             for d in descriptors
-        )
-        self._cache: list[dict[Tensor, tuple[Any, ...]]] = [{} for _ in descriptors]
+        )  # fmt: skip
         self._lock = threading.Lock()
         # Where each descriptor's slots start among the expanded values.
         self.starts: dict[str, int] = {}
@@ -195,25 +197,35 @@ class Expander:
             at += len(slot_types(d))
         self.size = at - nvalues
 
-    def __call__(self, values: Sequence[Any]) -> tuple[Any, ...]:
+    def __call__(self, values: Sequence[Any]) -> list[Any]:
         out: list[Any] = list(values)
-        for (p, d, encode), cache in zip(self._specs, self._cache, strict=True):
-            value = values[p]
-            slots = cache.get(value)
+        for p, d, encode, cache in self._specs:
+            slots = cache.get(values[p])
             if slots is None:
-                addr, shape, strides = value
-                if encode is None:  # not lowered to TMA: pointer, shape and strides
-                    if len(shape) != len(d.block):
-                        raise ArgumentError(f"{self._kernel}(): argument {d.param!r}: a tensor "
-                                            f"of rank {len(shape)}; the kernel reads it as "
-                                            f"rank {len(d.block)}")  # fmt: skip
-                    slots = (addr, *shape, *strides, 0, *shape, *strides)
-                else:
-                    check(d, value, self._kernel)
-                    slots = (encode(addr, shape, strides), *shape, *strides)
-                with self._lock:
-                    if len(cache) >= _MAX_CACHED:
-                        cache.clear()
-                    cache[value] = slots
-            out.extend(slots)
-        return tuple(out)
+                slots = self._encode(values[p], d, encode, cache)
+            out += slots
+        return out
+
+    def _encode(
+        self,
+        value: Tensor,
+        d: DescriptorSpec,
+        encode: TensorMapEncoder | None,
+        cache: dict[Tensor, tuple[Any, ...]],
+    ) -> tuple[Any, ...]:
+        """A descriptor's slots for a tensor the cache has not seen: checked, encoded."""
+        addr, shape, strides = value
+        if encode is None:  # not lowered to TMA: pointer, shape and strides
+            if len(shape) != len(d.block):
+                raise ArgumentError(f"{self._kernel}(): argument {d.param!r}: a tensor of rank "
+                                    f"{len(shape)}; the kernel reads it as rank "
+                                    f"{len(d.block)}")  # fmt: skip
+            slots: tuple[Any, ...] = (addr, *shape, *strides, 0, *shape, *strides)
+        else:
+            check(d, value, self._kernel)
+            slots = (encode(addr, shape, strides), *shape, *strides)
+        with self._lock:
+            if len(cache) >= _MAX_CACHED:
+                cache.clear()
+            cache[value] = slots
+        return slots

@@ -260,8 +260,8 @@ def lookup(args, call=nothing):
 def _key(a: str, pointer: bool, optional: bool, described: bool = False) -> str:
     if not pointer:
         return f"type({a})"
-    if described:  # a tensor or a host TensorDescriptor (loader/descriptors.py)
-        return f"desc_key({a})"
+    if described:  # a tensor, or a host TensorDescriptor (which has no dtype of its own)
+        return f"({a}.dtype, {a}.is_cuda) if hasattr({a}, 'dtype') else desc_key({a})"
     if optional:
         return f"None if {a} is None else ({a}.dtype, {a}.is_cuda)"
     return f"{a}.dtype, {a}.is_cuda"
@@ -271,7 +271,8 @@ def _value(a: str, pointer: bool, optional: bool, described: bool = False) -> st
     if not pointer:
         return a
     if described:  # what descriptors.tensor gives: (address, shape, strides)
-        return f"desc_value({a})"
+        return (f"({a}.data_ptr(), {a}.shape, {a}.stride()) if hasattr({a}, 'dtype') "
+                f"else desc_value({a})")  # fmt: skip
     return f"0 if {a} is None else {a}.data_ptr()" if optional else f"{a}.data_ptr()"
 
 

@@ -223,7 +223,7 @@ class Launcher:
         )
 
 
-Extra = Callable[[Sequence[Any], tuple[int, int, int], int], tuple[Any, ...]]
+Extra = Callable[[Sequence[Any], tuple[int, int, int], int], list[Any]]
 
 
 def _layout(
@@ -261,11 +261,11 @@ def _layout(
         scratch -= 1
     pool = device.scratch
 
-    def extra(values: Sequence[Any], grid: tuple[int, int, int], stream: int) -> tuple[Any, ...]:
-        out = expander(values) if described else tuple(values)
+    def extra(values: Sequence[Any], grid: tuple[int, int, int], stream: int) -> list[Any]:
+        out = expander(values) if described else list(values)
         if per_program:
             nbytes = grid[0] * grid[1] * grid[2] * per_program
-            out += (pool.get(stream, nbytes) if nbytes > 0 else 0,)
+            out.append(pool.get(stream, nbytes) if nbytes > 0 else 0)
         return out
 
     return extra, tuple(abi), tuple(positions), scratch
