@@ -52,3 +52,29 @@ def test_paged_decode_launches_over_sequences_and_kv_heads(
     wrong = "'block_table_ptr' has element type fp16, expected i32"
     with pytest.raises(loader.ArgumentError, match=wrong):
         kernel(*[*args[:3], _Tensor(0x400000, (seqs, width)), *args[4:]])
+
+
+@pytest.mark.parametrize("pairs", [2, 37, 1024])
+def test_moe_up_launches_for_the_block_size_the_service_aligned_with(
+    fake: FakeLib, bundle: Path, pairs: int
+) -> None:
+    kernel = loader.open(bundle)["moe_up"]
+    cfg = kernel.launch_config(num_pairs=pairs)  # the service asks, then aligns its pairs
+    block_m = cfg["BLOCK_M"]
+    capacity = pairs + 8 * (block_m - 1)
+    blocks = capacity // block_m
+    bf16 = "torch.bfloat16"
+    a, w = (
+        _Tensor(0x100000, (pairs // 2 or 1, 4096), bf16),
+        _Tensor(0x200000, (8, 4096, 28672), bf16),
+    )
+    c = _Tensor(0x300000, (pairs, 14336), bf16)
+    i32 = "torch.int32"
+    ids = [_Tensor(0x400000, (capacity,), i32), _Tensor(0x500000, (blocks,), i32),
+           _Tensor(0x600000, (1,), i32)]  # fmt: skip
+    weights = _Tensor(0x700000, (pairs,), "torch.float32")
+    strides = [4096, 4096 * 28672, 28672, 1, 14336]
+    kernel(a, w, c, weights, *ids, pairs, 14336, 4096, *strides, BLOCK_M=block_m)
+    assert fake.launches[-1].grid == (blocks, -(-14336 // cfg["BLOCK_N"]), 1)
+    with pytest.raises(loader.ArgumentError, match="BLOCK_M"):
+        kernel(a, w, c, weights, *ids, pairs, 14336, 4096, *strides, BLOCK_M=block_m * 8)

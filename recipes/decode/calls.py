@@ -53,3 +53,41 @@ def _widen(table, max_blocks):
         return table[:, :max_blocks].contiguous()
     pad = table[:, :1].expand(-1, max_blocks - table.shape[1])
     return torch.cat([table, pad], dim=1).contiguous()
+
+
+# -- MoE: the gate/up grouped GEMM with SiLU-and-mul fused, Mixtral-8x7B sizes -------------
+
+NUM_EXPERTS, TOP_K, HIDDEN, FFN = 8, 2, 4096, 14336
+
+
+def moe_up_inputs(sizes, dtypes, device="cuda", config=None):
+    """The routed pairs of num_pairs // 2 tokens, aligned to the candidate's BLOCK_M, as the
+    service aligns them with launch_config()'s BLOCK_M (the routing is torch's, so that
+    preparing inputs compiles nothing)."""
+    block_m = (config or {}).get("BLOCK_M", 16)
+    tokens = max(1, sizes["num_pairs"] // TOP_K)
+    x, logits, w1, _ = _ref.moe_inputs(tokens, NUM_EXPERTS, HIDDEN, FFN, dtypes["T"], device)
+    weights, ids = _ref.topk_reference(logits, TOP_K)
+    sorted_ids, expert_ids, total = _ref.align_reference(ids, NUM_EXPERTS, block_m)
+    pairs = ids.numel()
+    c = torch.empty(pairs, FFN, device=device, dtype=x.dtype)
+    as_i32 = lambda t: torch.as_tensor(t, dtype=torch.int32).to(device)  # noqa: E731
+    return [x, w1, c, weights.float().to(device), as_i32(sorted_ids), as_i32(expert_ids),
+            as_i32([total]), pairs, FFN, HIDDEN, x.stride(0), w1.stride(0), w1.stride(1),
+            w1.stride(2), c.stride(0)]  # fmt: skip
+
+
+def moe_up_reference(x, w1, c, weights, sorted_ids, expert_ids, total, pairs, *rest):
+    """c[pair] = silu(x[token] @ W_gate[e]) * (x[token] @ W_up[e]) for each routed pair."""
+    out = torch.zeros(c.shape, dtype=torch.float64, device=c.device)
+    ids = torch.full((pairs,), -1, dtype=torch.long)
+    blocks = expert_ids.long().cpu()
+    block_m = (len(sorted_ids) - pairs) // NUM_EXPERTS + 1  # its length: pairs + E (BM - 1)
+    for slot, pair in enumerate(sorted_ids.long().cpu().tolist()):
+        if pair < pairs:
+            ids[pair] = blocks[slot // block_m]
+    for e in range(w1.shape[0]):
+        mine = torch.nonzero(ids == e).reshape(-1).to(c.device)
+        if mine.numel():
+            out[mine] = _ref.expert_up(x[mine // TOP_K], w1, e)
+    return {"c_ptr": out}
