@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import traceback
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,3 +30,22 @@ def run(script: str, mark: str, cwd: Path) -> dict[str, Any]:
     assert proc.returncode == 0 and line is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     results: dict[str, Any] = json.loads(line[len(mark) :])
     return results
+
+
+def child(cases: Mapping[str, Callable[[dict[str, Any]], Any]],
+          modules: Callable[[], dict[str, Any]], mark: str) -> None:  # fmt: skip
+    """In the interpreted child: Triton's interpreter patched (see
+    tests/test_gallery_interpreted.py), the kernels' modules loaded, every case run; prints
+    ``mark`` and {case: its result, or the traceback's tail}."""
+    sys.path.insert(0, str(ROOT))
+    from tests.test_gallery_interpreted import _patch_interpreter
+
+    _patch_interpreter()
+    mods = modules()
+    results: dict[str, Any] = {}
+    for case_id, case in cases.items():
+        try:
+            results[case_id] = case(mods)
+        except Exception:  # reported per case by the parent
+            results[case_id] = traceback.format_exc(limit=-3)
+    print(mark + json.dumps(results))

@@ -18,11 +18,8 @@ benchmarks/decode_jit_check.py.
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import re
-import sys
-import traceback
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -31,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from tests.interpreted import child as interpreted_child
 from tests.interpreted import run as interpreted_run
 
 triton = pytest.importorskip("triton", reason="the decode kernels need triton")
@@ -324,25 +322,17 @@ CASES["route-T9-E60-k4-renorm1-bf16"] = partial(_route_case, T=9, E=60, k=4, ren
 CASES["moe-T19-E8-k2-bm32-bf16"] = partial(_moe_case, T=19, E=8, k=2, bm=32, dtype="bf16")
 
 
-def _child() -> None:
-    """In the interpreted subprocess: run every case, print {id: relative error or text}."""
-    sys.path.insert(0, str(ROOT))
-    # Triton 3.6's interpreter: int() of one-element arrays and bf16 tl.dot (see there)
-    from tests.test_gallery_interpreted import _patch_interpreter
-
-    _patch_interpreter()
-    mods = {
+def _modules() -> dict[str, Any]:
+    return {
         "pa": _load("paged_attention", "decode_paged_attention"),
         "moe": _load("moe", "decode_moe"),
         "ref": _load("reference", "decode_reference"),
     }
-    results: dict[str, float | str] = {}
-    for case_id, case in CASES.items():
-        try:
-            results[case_id] = case(mods)
-        except Exception:  # reported per case by the parent
-            results[case_id] = traceback.format_exc(limit=-3)
-    print(RESULTS_MARK + json.dumps(results))
+
+
+def _child() -> None:
+    """In the interpreted subprocess: run every case, print {id: relative error or text}."""
+    interpreted_child(CASES, _modules, RESULTS_MARK)
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,8 @@ real sizes is benchmarks/hopper_jit_check.py.
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import re
-import sys
-import traceback
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -25,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.interpreted import child as interpreted_child
 from tests.interpreted import run as interpreted_run
 
 triton = pytest.importorskip("triton", reason="the Hopper kernels need triton")
@@ -275,25 +273,17 @@ for _dtype in ("fp16", "bf16"):
                 )
 
 
-def _child() -> None:
-    """In the interpreted subprocess: run every case, print {id: relative error or text}."""
-    sys.path.insert(0, str(ROOT))
-    # Triton 3.6's interpreter: int() of one-element arrays and bf16 tl.dot (see there)
-    from tests.test_gallery_interpreted import _patch_interpreter
-
-    _patch_interpreter()
-    mods = {
+def _modules() -> dict[str, Any]:
+    return {
         "mm": _load("tma_matmul", "hopper_tma_matmul"),
         "attn": _load("attention", "hopper_attention"),
         "ref": _load("reference", "hopper_reference"),
     }
-    results: dict[str, float | str] = {}
-    for case_id, case in CASES.items():
-        try:
-            results[case_id] = case(mods)
-        except Exception:  # reported per case by the parent
-            results[case_id] = traceback.format_exc(limit=-3)
-    print(RESULTS_MARK + json.dumps(results))
+
+
+def _child() -> None:
+    """In the interpreted subprocess: run every case, print {id: relative error or text}."""
+    interpreted_child(CASES, _modules, RESULTS_MARK)
 
 
 @pytest.fixture(scope="module")
