@@ -207,11 +207,9 @@ def configs_of(kr: KernelRecipe) -> list[Config]:
     caps: tuple[Any, ...] = kr.space.get("maxnreg", (None,))
     out = []
     for combo in itertools.product(*(kr.space[k] for k in searched)):
+        meta: tuple[tuple[str, Constexpr], ...] = tuple(sorted(zip(searched, combo, strict=True)))
         for w in kr.space["num_warps"]:
             for s in kr.space["num_stages"]:
                 for cap in caps:
-                    meta: tuple[tuple[str, Constexpr], ...] = tuple(
-                        sorted(zip(searched, combo, strict=True))
-                    )
                     out.append(Config(meta, int(w), int(s), 1, cap))  # type: ignore[arg-type]
     return out

@@ -72,18 +72,15 @@ def is_host_descriptor(arg: Any) -> bool:
 
 
 def fast_key(arg: Any) -> tuple[Any, ...]:
-    """The fast path's signature of a descriptor argument (loader/fastcall.py): a tensor's
-    dtype and device, or a TensorDescriptor's with its padding."""
-    if is_host_descriptor(arg):
-        return (arg.base.dtype, arg.base.is_cuda, arg.padding)
-    return (arg.dtype, arg.is_cuda)
+    """The fast path's signature of a host TensorDescriptor argument (loader/fastcall.py
+    reads a tensor's inline): its tensor's dtype and device, and its padding."""
+    return (arg.base.dtype, arg.base.is_cuda, arg.padding)
 
 
 def fast_value(arg: Any) -> Tensor:
-    """What ``tensor`` gives, for an argument whose signature the checked path accepted."""
-    if is_host_descriptor(arg):
-        return (arg.base.data_ptr(), tuple(arg.shape), tuple(arg.strides))
-    return (arg.data_ptr(), tuple(arg.shape), arg.stride())
+    """What ``tensor`` gives for a TensorDescriptor whose signature the checked path
+    accepted."""
+    return (arg.base.data_ptr(), tuple(arg.shape), tuple(arg.strides))
 
 
 def slot_types(d: DescriptorSpec) -> tuple[str, ...]:

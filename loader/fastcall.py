@@ -83,16 +83,14 @@ class ParamBuffer:
         names = [*types, *(["*"] * scratch)]
         slots = [_POINTER_SLOT if t[0] == "*" else _SLOTS[t] for t in names]
         offsets: list[int] = []
-        codes = "<"
+        pieces: list[str] = []  # each slot's struct code, with the padding before it
         end = 0
         for t, (code, ctype) in zip(names, slots, strict=True):
             align = _ALIGN.get(t, ctypes.sizeof(ctype))
             at = -(-end // align) * align
-            codes += f"{at - end}x{code}" if at > end else code
+            pieces.append(f"{at - end}x{code}" if at > end else code)
             offsets.append(at)
             end = at + ctypes.sizeof(ctype)
-        # The packed format covers the first len(types) slots: the scratch ones stay null.
-        packed = offsets[len(types)] if scratch else end
         words = -(-end // 8) + _BUFFER_ALIGN // 8
         self.storage = (ctypes.c_uint64 * words)()  # zeroed
         lead = -ctypes.addressof(self.storage) % _BUFFER_ALIGN
@@ -103,20 +101,12 @@ class ParamBuffer:
             ctype.from_buffer(self.storage, lead + off)
             for (_, ctype), off in zip(slots, offsets, strict=True)
         ]
-        layout = struct.Struct(_prefix(codes, len(types)))
-        assert layout.size <= packed or not types
+        # The packed format covers the first len(types) slots: the scratch ones stay null.
+        layout = struct.Struct("<" + "".join(pieces[: len(types)]))
         items = "".join(f", values[{p}]" for p in positions)
         env = {"pack_into": layout.pack_into, "storage": self.storage}
         source = f"def pack(values):\n    pack_into(storage, {lead}{items})\n"
         self.pack: Callable[[Sequence[Any]], None] = _generate(source, env)["pack"]
-
-
-def _prefix(codes: str, n: int) -> str:
-    """The struct format of the first ``n`` slots of ``codes`` (padding included)."""
-    import re
-
-    items = re.findall(r"(\d+x)?(\d*[a-zA-Z])", codes[1:])
-    return "<" + "".join(pad + code for pad, code in items[:n])
 
 
 Fits = Callable[[Values], bool]

@@ -200,9 +200,7 @@ class Launcher:
         with argtypes. The buffer is packed with ``values`` first, so that a driver call
         alone launches them."""
         self.load()
-        packed = (
-            values if self._extra is None else self._extra(values, self._grid_of(values), stream)
-        )
+        packed = self.slot_values(values, stream)
         self._buffer.pack(packed)
         gx, gy, gz = self.grid(*values)
         handle = ctypes.c_void_p(stream) if stream else None

@@ -28,10 +28,9 @@ class ScratchPool:
         self._kept: list[int] = []  # outgrown buffers a captured graph may point at
         self._lock = threading.Lock()
 
-    def get(self, stream: int, nbytes: int, *, keep: bool = False) -> int:
+    def get(self, stream: int, nbytes: int) -> int:
         """An address of at least ``nbytes`` (256-byte aligned, as cuMemAlloc's are) that
-        launches on ``stream`` may use. ``keep``: a buffer outgrown is kept, not freed
-        (captured graphs may still point at it)."""
+        launches on ``stream`` may use."""
         have = self._buffers.get(stream)
         if have is not None and have[1] >= nbytes:
             return have[0]
@@ -42,7 +41,7 @@ class ScratchPool:
             size = max(_MIN_BYTES, 1 << (nbytes - 1).bit_length())
             if have is not None:
                 del self._buffers[stream]
-                if keep or stream in self._captured:
+                if stream in self._captured:  # a captured graph may still point at it
                     self._kept.append(have[0])
                 else:
                     self._drv.synchronize(stream or None)  # work still queued may use it
@@ -55,8 +54,4 @@ class ScratchPool:
         """Size ``stream``'s buffer before a CUDA graph is captured on it: the graph keeps
         the address, so from now on this stream's buffers are never freed."""
         self._captured.add(stream)
-        self.get(stream, nbytes, keep=True)
-
-    def held(self) -> int:
-        """Bytes held, over every stream (for tests and inspection)."""
-        return sum(size for _, size in self._buffers.values())
+        self.get(stream, nbytes)

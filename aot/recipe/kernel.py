@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from loader.descriptors import is_host_descriptor
 from loader.expr import Expr
 from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
@@ -199,7 +200,7 @@ def _check_described(
 ) -> None:
     """An argument ``inputs`` passes as a host TensorDescriptor must have a block shape."""
     for name, value in (example.values if example is not None else {}).items():
-        if hasattr(value, "block_shape") and hasattr(value, "base") and name not in descriptors:
+        if is_host_descriptor(value) and name not in descriptors:
             v.fail(f"{w}.descriptors", f"inputs passes a TensorDescriptor for {name}: give its "
                    f"block shape, {name} = [...] (meta-parameter names), or set it in the "
                    "autotune configs' pre_hook")  # fmt: skip

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from loader.args import element_type
+from loader.descriptors import is_host_descriptor
 from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
 from ..inputs import Inputs, accepted, on_meta
@@ -222,7 +223,7 @@ def _type_of(value: Any) -> str | None:
         return "i32" if I32[0] <= value <= I32[1] else "i64"
     if isinstance(value, float):
         return "fp32"
-    if hasattr(value, "block_shape") and hasattr(value, "base"):  # a host TensorDescriptor
+    if is_host_descriptor(value):
         return _type_of(value.base)
     dtype = getattr(value, "dtype", None)
     if dtype is not None and hasattr(value, "data_ptr"):

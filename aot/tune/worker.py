@@ -23,6 +23,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
+from loader.descriptors import is_host_descriptor
+
 from ..inputs import accepted
 from ..kernelfile import load_function
 from ..signals import detach_worker
@@ -220,7 +222,7 @@ class Worker:
 
 def _tensor(arg: Any) -> Any:
     """The tensor behind an argument: a host TensorDescriptor's base, else the argument."""
-    return arg.base if hasattr(arg, "block_shape") and hasattr(arg, "base") else arg
+    return arg.base if is_host_descriptor(arg) else arg
 
 
 def _bound(args: list[Any], kernel: Any, binding: dict[str, str]) -> list[Any]:
