@@ -298,3 +298,23 @@ def test_the_summary_counts_the_candidates_compiled_for_tuning(
     assert f"{first.tuning.compiled} candidate variants compiled" in _tuning_line(first.tuning)
     again = tune_build(recipe_dir, tmp_path / "a", FakeWorker(), out="u.aotc")  # same cache
     assert again.tuning is not None and again.tuning.compiled == 0
+
+
+def test_the_second_verification_is_at_a_size_the_config_serves() -> None:
+    """Off its bound, a bucket is verified at a size the config's constraints allow: the
+    Hopper attention needs N_CTX % BLOCK_M == 0, and a check at N_CTX = 769 (which the
+    loader refuses for every variant) once failed every candidate, so no bucket tuned."""
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from aot.tune.decide import off_bucket
+
+    plan = make_plan(load(Path(__file__).resolve().parents[1] / "recipes" / "hopper.toml"))
+    attn = next(i for i in plan.instances if i.kernel.name == "attention_d64")
+    by_block = {c.values()["BLOCK_M"]: c for c in attn.configs}
+    assert off_bucket(attn, (1024,))["N_CTX"] == 769  # without a config: the middle
+    assert off_bucket(attn, (1024,), by_block[128])["N_CTX"] == 896
+    assert off_bucket(attn, (1024,), by_block[64])["N_CTX"] == 832
+    assert off_bucket(attn, (512,), by_block[128])["N_CTX"] == 384
+    # a kernel whose constraints do not read the bucket's key keeps the middle
+    mm = next(i for i in plan.instances if i.kernel.name == "matmul_tma")
+    assert off_bucket(mm, (512,), mm.configs[0])["M"] == 385

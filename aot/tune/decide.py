@@ -22,9 +22,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loader.expr import ExprError
+
 from ..heuristic import rank
-from ..kernel_env import env_at
+from ..kernel_env import EnvError, env_at
 from ..plan import Config, Instance, Plan
+from ..plan_checks import call_dependent
 from ..select import HEURISTIC, Chooser, InstanceKey, Pick
 from ..targets import GPU, resolve
 from .db import Record, TuningDB
@@ -39,17 +42,56 @@ def problem(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
     return {**inst.kernel.sizes, **dict(zip(inst.kernel.buckets, bucket, strict=True))}
 
 
-def off_bucket(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
+def off_bucket(
+    inst: Instance, bucket: tuple[int, ...], config: Config | None = None
+) -> dict[str, int]:
     """A size inside the bucket but off its bound, for the second verification (a listed
-    size stays at its value: the bundle is built for exactly those)."""
+    size stays at its value: the bundle is built for exactly those).
+
+    The size is near the bucket's middle, and, given ``config``, one its constraints allow:
+    a kernel that needs ``N_CTX % BLOCK_M == 0`` is verified at a multiple of its block,
+    the calls the loader would serve, not at one it refuses. Where no size in the bucket
+    but its bound is allowed, the bound is verified twice."""
     out = dict(problem(inst, bucket))
     for key, bound in zip(inst.kernel.buckets, bucket, strict=True):
         if key in inst.kernel.listed:
             continue
         bounds = inst.kernel.buckets[key]
         prev = bounds[bounds.index(bound) - 1] if bounds.index(bound) > 0 else 0
-        out[key] = max(prev + 1, (prev + bound) // 2 + 1) if bound > prev + 1 else bound
+        mid = max(prev + 1, (prev + bound) // 2 + 1) if bound > prev + 1 else bound
+        out[key] = _allowed_near(inst, config, out, key, mid, prev + 1, bound)
     return out
+
+
+_SCAN = 4096  # sizes tried each way from the middle before settling for the bound
+
+
+def _allowed_near(
+    inst: Instance,
+    config: Config | None,
+    point: dict[str, int],
+    key: str,
+    mid: int,
+    low: int,
+    bound: int,
+) -> int:
+    """The size of ``key`` nearest above ``mid`` (else below it) in [low, bound) at which
+    ``config`` meets the kernel's call-dependent constraints; ``bound`` if none does."""
+    kr = inst.kernel
+    dependent = [c for c in kr.constraints if call_dependent(kr, c)] if config else []
+    if not dependent:
+        return mid
+
+    def allowed(value: int) -> bool:
+        try:
+            env = env_at(kr, {**point, key: value}, config, inst.target.properties())
+            return all(bool(c.evaluate(env)) for c in dependent)
+        except (EnvError, ExprError, ArithmeticError, TypeError, ValueError):
+            return False
+
+    upward = range(mid, min(bound, mid + _SCAN))
+    downward = range(mid - 1, max(low, mid - _SCAN) - 1, -1)
+    return next((v for r in (upward, downward) for v in r if allowed(v)), bound)
 
 
 @dataclass(frozen=True)

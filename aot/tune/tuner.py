@@ -340,7 +340,8 @@ class Tuner:
             return known.ok
         compiled = self._compiled(inst, config)
         msg = self._request(inst, config, compiled)
-        at = [self._at(inst, p, config) for p in (problem(inst, bucket), off_bucket(inst, bucket))]
+        points = (problem(inst, bucket), off_bucket(inst, bucket, config))
+        at = [self._at(inst, p, config) for p in points]
         msg.update(
             op="verify",
             reference=self._abs(inst.kernel.reference),
