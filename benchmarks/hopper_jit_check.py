@@ -393,8 +393,10 @@ def main() -> int:
         f"{SCRATCH['calls']}, largest {SCRATCH['max_bytes']} bytes"
     )
     if known:  # measured on the H200 with Triton 3.6: NaNs at some lengths, not at others
-        print(f"warp-specialised attention wrong in {len(known)} checks (a Triton 3.6 defect "
-              "on sm_90; recipes/hopper.toml keeps WARP_SPECIALIZE off for attention)")
+        print(
+            f"warp-specialised attention wrong in {len(known)} checks (a Triton 3.6 defect "
+            "on sm_90; recipes/hopper.toml keeps WARP_SPECIALIZE off for attention)"
+        )
     rows: list[tuple] = []
     if not args.quick:
         t1 = time.perf_counter()
