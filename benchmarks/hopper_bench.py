@@ -97,14 +97,17 @@ def attention_rows(bundle: Any, lengths: list[int], heads: int) -> list[dict[str
     return rows
 
 
-def _per_call(fn: Any, n: int = 20000) -> float:
-    samples = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        samples.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(samples)
+def _per_call(fns: dict[str, Any], rounds: int = 15, n: int = 4000) -> dict[str, float]:
+    """Median µs per call of each function, timed in interleaved rounds (so that a clock
+    or driver hiccup falls on every function alike, not on whichever ran then)."""
+    samples: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for key, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[key].append((time.perf_counter() - t0) / n * 1e6)
+    return {k: statistics.median(v) for k, v in samples.items()}
 
 
 def host_rows(bundle: Any) -> list[dict[str, Any]]:
@@ -122,15 +125,15 @@ def host_rows(bundle: Any) -> list[dict[str, Any]]:
             a, b, c, m, n, k, a.stride(0), b.stride(0), c.stride(0)
         ),
     }
-    rows = []
-    for name, hp in paths.items():
-        row: dict[str, Any] = {"kernel": name}
-        for piece in ("call", "lookup", "pack_grid", "launch"):
-            row[piece + "_us"] = _per_call(getattr(hp, piece))
+    rows: dict[str, dict[str, Any]] = {name: {"kernel": name} for name in paths}
+    for piece in ("call", "lookup", "pack_grid", "launch"):
+        times = _per_call({name: getattr(hp, piece) for name, hp in paths.items()})
         torch.cuda.synchronize()
-        rows.append(row)
+        for name, us in times.items():
+            rows[name][piece + "_us"] = us
+    for row in rows.values():
         print(f"[hopper_bench] host {row}", file=sys.stderr, flush=True)
-    return rows
+    return list(rows.values())
 
 
 def main() -> None:

@@ -70,7 +70,7 @@ def test_moe_up_matches_float64(decode: Any, dtype: str, pairs: int) -> None:
 
     bundle, calls = decode
     kernel = bundle["moe_up"]
-    cfg = kernel.launch_config(num_pairs=pairs)
+    cfg = kernel.launch_config(dtypes={"T": dtype}, num_pairs=pairs)
     args = calls.moe_up_inputs({"num_pairs": pairs}, {"T": dtype}, config=cfg)
     expected = calls.moe_up_reference(*args)["c_ptr"]
     args[2].fill_(float("nan"))
