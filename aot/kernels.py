@@ -24,6 +24,7 @@ from .cache import CompileCache
 from .compile import Compiled, CompilePool, compile_variants
 from .costmodel import predict
 from .env import Environment
+from .ops import op_records, report_lines
 from .pack import failures, kernel_records, kernel_sources
 from .plan import Config, Instance, Plan, Variant, make_plan
 from .product import Context, Contribution, Provenance, Summary
@@ -126,11 +127,17 @@ class KernelProduct:
             tuning=stats,
             db=db_path if db_path.exists() else None,
         )
+        records: dict[str, Any] = {"kernels": kernels, "build": build}
+        ops = op_records(plan.recipe.ops, kernels)
+        if ops:
+            records["ops"] = ops
         return Contribution(
-            records={"kernels": kernels, "build": build},
+            records=records,
             payloads=payloads,
             provenance=Provenance(kernel_sources(plan), {"triton": triton.__version__}),
-            report=kernel_section(plan, selection, compiled, db, ctx.report_dir),
+            report=kernel_section(
+                plan, selection, compiled, db, ctx.report_dir, report_lines(ops, kernels)
+            ),
             summary=summary,
         )
 

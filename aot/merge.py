@@ -31,13 +31,24 @@ from loader.errors import BundleError
 from loader.format import MAGIC, BundleFile, canonical_json, encode, write_atomic
 
 from .errors import BadBundle, MergeError, UsageError
+from .ops import op_records
 from .pack import failure_order
 from .plan import binding_order
 from .select import InstanceKey
 
 # Top-level manifest keys this merge understands; anything else is refused, not dropped.
 _KNOWN_KEYS = frozenset(
-    {"bundle", "provenance", "targets", "kernels", "pipelines", "build", "entries", "payload_size"}
+    {
+        "bundle",
+        "provenance",
+        "targets",
+        "kernels",
+        "pipelines",
+        "build",
+        "entries",
+        "payload_size",
+        "ops",
+    }
 )
 # build.* keys with their own merge rule; any other must be equal in every part.
 _BUILD_RULES = frozenset({"failed", "shard"})
@@ -120,7 +131,9 @@ def merge_bundles(paths: list[Path], output: Path) -> tuple[int, str, int, tuple
                 failed[canonical_json(row)] = row
         build = {k: v for k, v in first.manifest.build.items() if k not in _BUILD_RULES}
         build["failed"] = sorted(failed.values(), key=failure_order)
-        manifest = dataclasses.replace(first.manifest, kernels=kernels, build=build)
+        # each part routed its ops over its own instances: route again over all of them
+        ops = op_records(first.manifest.ops, kernels)
+        manifest = dataclasses.replace(first.manifest, kernels=kernels, build=build, ops=ops)
         payloads: dict[str, bytes] = {}
         for key in order:
             inst, part = table[key]
@@ -221,6 +234,12 @@ def _check_same(a: _Part, b: _Part) -> None:
         raise _differs(
             a, b, "the pipelines", [p.name for p in ma.pipelines], [p.name for p in mb.pipelines],
             "rebuild every part from the same recipe",
+        )  # fmt: skip
+    oa = [(o.name, o.kernels) for o in ma.ops]
+    ob = [(o.name, o.kernels) for o in mb.ops]
+    if oa != ob:
+        raise _differs(
+            a, b, "the ops", oa, ob, "rebuild every part from the same recipe",
         )  # fmt: skip
     for key in sorted((set(ma.build) | set(mb.build)) - _BUILD_RULES):
         if ma.build.get(key) != mb.build.get(key):

@@ -47,14 +47,17 @@ def kernel_section(
     compiled: Mapping[Variant, Compiled],
     db: TuningDB | None = None,
     images: Path | None = None,
+    ops: Sequence[str] = (),
 ) -> ReportSection:
-    """The kernels' section, and the heatmap files (path -> SVG text) it links to."""
+    """The kernels' section, and the heatmap files (path -> SVG text) it links to
+    (``ops``: the ops' tables, aot/ops.py ``report_lines``, after the kernels)."""
     ok = sum(1 for c in compiled.values() if c.ok)
     failed = [c for c in compiled.values() if not c.ok]
     files: dict[Path, str] = {}
     lines: list[str] = []
     for inst in plan.instances:
         lines += _instance(plan, inst, selection.choices[inst.key], db, images, files)
+    lines += ops
     lines += _failed(failed)
     lines += _rejected(db)
     lines += _pruned(plan)

@@ -26,6 +26,9 @@ def describe_plan(plan: Plan) -> str:
         out += describe_kernel(insts)
     if r.model is not None:
         out += _describe_model(r.model, [t.name for t in r.targets])
+    for op in r.ops:
+        out += [f"op {op.name}: each bucket routed to the fastest of {', '.join(op.kernels)} "
+                f"where a GPU measured them all, else to {op.kernels[0]}", ""]  # fmt: skip
     cap = (f"plan size: {sum(n for n, _ in plan_size(r).values()):,} (bucket, variant) pairs, "
            f"of a cap of {r.max_plan_size:,} ([bundle].max_plan_size)")  # fmt: skip
     if not plan.instances and r.model is not None:

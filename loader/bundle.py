@@ -23,6 +23,7 @@ from .format import BundleFile
 from .kernel import Kernel
 from .launch import EntrySource, InMemory, Launcher
 from .manifest import Manifest, ManifestError, Target
+from .op import Op
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline
@@ -101,6 +102,8 @@ class Bundle:
             )
         self.target: Target = target
         self._kernels: dict[str, Kernel] = {}
+        self._ops: dict[str, Op] = {}
+        self._op_set = frozenset(o.name for o in self.manifest.ops)
         self._pipelines: list[Pipeline] = []
         self._lock = threading.Lock()
 
@@ -124,7 +127,29 @@ class Bundle:
                     k = self._kernels[name] = Kernel(self, spec, self.target.name)
         return k
 
-    __getitem__ = kernel
+    @property
+    def op_names(self) -> list[str]:
+        return [o.name for o in self.manifest.ops]
+
+    def op(self, name: str) -> Op:
+        """The op ``name``: its kernels behind one call, each bucket served by the one the
+        build measured fastest there (loader/op.py)."""
+        found = self._ops.get(name)
+        if found is None:
+            spec = next((o for o in self.manifest.ops if o.name == name), None)
+            if spec is None:
+                raise KeyError(f"no op {name!r} in {self.file.path}; it has: "
+                               f"{', '.join(self.op_names) or 'none'}")  # fmt: skip
+            kernels = [self.kernel(k) for k in spec.kernels]
+            with self._lock:
+                found = self._ops.setdefault(name, Op(spec, kernels, self.target.name))
+        return found
+
+    def __getitem__(self, name: str) -> Any:  # Kernel | Op; Any keeps callers terse
+        """A kernel, or an op, by name."""
+        if name in self._op_set:
+            return self.op(name)
+        return self.kernel(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.kernel_names)

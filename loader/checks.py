@@ -263,3 +263,32 @@ def check_steps(m: Manifest) -> None:
                     param.type in INT_TYPES and not isinstance(arg, str)
                 ):
                     raise DecodeError(f"{at}.args[{n}]", f"{arg!r} cannot be {param.name}")
+
+
+def check_ops(m: Manifest) -> None:
+    """Each op's kernels are the bundle's, over one bucket grid, each taking a subset of
+    the first one's parameters (same names, same types); its routes cover that grid."""
+    kernels = {k.name: k for k in m.kernels}
+    names = set(kernels) | {p.name for p in m.pipelines}
+    for i, op in enumerate(m.ops):
+        at = f"ops[{i}]"
+        if op.name in names:
+            raise DecodeError(f"{at}.name", f"{op.name!r} is also a kernel or pipeline")
+        missing = [k for k in op.kernels if k not in kernels]
+        if missing:
+            raise DecodeError(f"{at}.kernels", f"{missing[0]!r} is not a kernel of the bundle")
+        first = kernels[op.kernels[0]]
+        params = {p.name: p.type for p in first.params}
+        cells = 1
+        for bounds in first.buckets:
+            cells *= len(bounds)
+        for name in op.kernels[1:]:
+            k = kernels[name]
+            if (k.bucket_keys, k.buckets) != (first.bucket_keys, first.buckets) or any(
+                params.get(p.name) != p.type for p in k.params
+            ):
+                raise DecodeError(f"{at}.kernels", f"{name!r} is not interchangeable with "
+                                                   f"{first.name!r}")  # fmt: skip
+        for j, r in enumerate(op.routes):
+            if len(r.kernels) != cells:
+                raise DecodeError(f"{at}.routes[{j}]", f"{len(r.kernels)} buckets, not {cells}")

@@ -97,6 +97,11 @@ class Kernel:
                               optional=spec.nullable, call=keyword,
                               descriptors=spec.descriptors)  # fmt: skip
 
+    @property
+    def binding_keys(self) -> tuple[str, ...]:
+        """The dtype variables, then the nullable pointers: what a binding's values name."""
+        return self._binding
+
     def __repr__(self) -> str:
         sig = ", ".join(f"{p.name}: {p.type}" for p in self.params)
         return f"<aotc kernel {self.name}({sig}) on {self.target}>"
@@ -170,6 +175,25 @@ class Kernel:
                     f"{self.name}(): argument {p.name!r} has element type {dt}, expected {want}"
                 )
         return inst
+
+    def binding(
+        self, args: Sequence[Any], dtypes: Mapping[str, str] | None = None
+    ) -> tuple[str, ...]:
+        """The binding a call with ``args`` runs under: each dtype variable's element type,
+        then GIVEN or NONE for each nullable pointer (an op routes by it)."""
+        seen: dict[int, str] = {}
+        for i, (p, a) in enumerate(zip(self.params, args, strict=True)):
+            if p.type[0] != "*":
+                continue
+            if a is None and p.name in self._optional:
+                seen[i] = NONE
+                continue
+            reader = _descriptors.tensor if p.name in self._descriptors else _args.pointer
+            dt = reader(a, p.name)[1]
+            if dt is not None:
+                seen[i] = dt
+        inst = self._instance(seen, dtypes)
+        return tuple(inst.dtypes[k] for k in self._binding)
 
     def _bucket(self, values: Sequence[Any]) -> int:
         return self.grid.index([values[i] for i in self._key_positions])

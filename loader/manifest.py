@@ -1,19 +1,16 @@
 """The bundle manifest: typed, frozen, validated at the edge.
 
-The builder constructs these dataclasses and writes them with ``to_json``; the loader
-reads them back with ``from_json``. Both are the generic codec (loader/codec.py) driven by
-the annotations below, so the two sides share one definition of what a bundle promises:
-everything needed to launch a kernel without Triton. Defaults for keys that older bundles
-lack are the fields' defaults, declared once here; integer fields carry their ranges.
+The builder writes these dataclasses with ``to_json``, the loader reads them back with
+``from_json``: the generic codec (loader/codec.py) driven by the annotations below, one
+definition of what a bundle promises (everything needed to launch a kernel without
+Triton). Keys older bundles lack take the fields' defaults; integer fields carry ranges.
 
 Decoding also runs each class's ``_validate``: the checks that span fields (a choice's
-variants exist, a grid parses, every name the loader will look up is there), so that a
-manifest that decodes is one the loader can open and call without surprises.
+variants exist, a grid parses, every name the loader will look up is there), so a manifest
+that decodes is one the loader can open and call without surprises.
 
-The records live in three modules, all importable from here: the vocabulary (types,
-ranges, the base class: loader/manifest_types.py), the model records
-(loader/manifest_model.py), and below, kernels, pipelines, the build record and the
-manifest itself.
+Four modules hold the records, all importable from here: loader/manifest_types.py (types,
+ranges, the base class), manifest_model.py, op.py, and this one (the rest).
 """
 
 from __future__ import annotations
@@ -57,6 +54,7 @@ from .manifest_types import (
     Warps,
     check_bounds,
 )
+from .op import OpSpec
 
 # Every record and table of the manifest, those of manifest_types.py and
 # manifest_model.py included: import them from here.
@@ -353,12 +351,14 @@ class Manifest(Coded):
     # absent rather than empty: bundles without any stay as they were
     pipelines: tuple[PipelineSpec, ...] = field(default=(), metadata=codec.spec(omit_default=True))
     model: ModelSpec | None = field(default=None, metadata=codec.spec(omit_default=True))
+    ops: tuple[OpSpec, ...] = field(default=(), metadata=_OMIT)
 
     def _validate(self) -> None:
-        from .checks import check_steps
+        from .checks import check_ops, check_steps
 
         codec.decode(BuildRecord, self.build, "build")
         check_steps(self)
+        check_ops(self)
 
     @property
     def shard(self) -> Mapping[str, Any] | None:

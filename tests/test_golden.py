@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "benchmarks" / "data"
 
 GOLDEN = {
-    ("example", None): "b0b3897c34f3ba27212b88b9572cb11d0903eb2142b06e69932b0625a9beb06d",
+    ("example", None): "37bdc0fa299d53f1adaf19b7bd9e94e141209311e7b48ac8e1e59112fe04de29",
     # Built on the H200 by benchmarks/run_gallery_on_gpu.sh (these digests are the ones it
     # printed): a CPU build with the GPU runner's tuning database ships the GPU's bytes.
     ("gallery/softmax", "h200-gallery/softmax"):
@@ -31,7 +31,8 @@ GOLDEN = {
     ("gallery/rmsnorm", "h200-gallery/rmsnorm"):
         "8938fc35f7ca43439ed1166a4dbb2f52304135293825f470b76c738cbe5a914e",
     ("mlp", None): "6e147963af9acd2419ab9fb0a1be90d1ca17f08765a0e0c3caf214563f9a5bd1",
-    ("example", "h200-example"): "4dee55ec4cf3c41d7acccfa84fcf8088780b5c39f2abc3c78969c16f8ddaf91e",
+    # The H200's bytes (benchmarks/run_example_op_on_gpu.sh printed them): the op's routes too.
+    ("example", "h200-example"): "53f6fefbe0d1e99bfb63cca3b6493885ed50b6d05932cceb06908b60e290c1d8",
     ("mlp", "h200-mlp"): "8681a0d7f626d0126ec9385a2983e2fbf651537ad4847b3d8c75ac58cc6de8ba",
 }
 

@@ -450,5 +450,6 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 def test_example_recipe_is_valid() -> None:
     r = load(Path(__file__).parents[1] / "recipes" / "example.toml")
-    assert {k.name for k in r.kernels} == {"matmul", "rmsnorm"}
+    assert {k.name for k in r.kernels} == {"matmul", "matmul_tma", "rmsnorm"}
+    assert [(o.name, o.kernels) for o in r.ops] == [("gemm", ("matmul", "matmul_tma"))]
     assert [t.arch for t in r.targets] == ["sm_80", "sm_90"]

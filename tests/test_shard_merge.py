@@ -116,7 +116,8 @@ def test_example_recipe_three_shards_merge_byte_identical(
     recipe = ROOT / "recipes" / "example.toml"
     full = build(recipe, tmp_path / "full.aotc", env_for(compile_cache), tmp_path)
     parts = build_parts(recipe, tmp_path, lambda i: compile_cache, shards(3))
-    assert merge(parts, tmp_path / "merged.aotc").instances == 8
+    assert merge(parts, tmp_path / "merged.aotc").instances == 12
+    # the op's routes are made again over the merged instances: the same bytes
     assert (tmp_path / "merged.aotc").read_bytes() == full.bundle.read_bytes()
 
 
@@ -128,16 +129,20 @@ def test_round_robin_over_plan_order() -> None:
         "matmul[T=bf16] on sm_80",
         "matmul[T=fp16] on sm_90",
         "matmul[T=bf16] on sm_90",
+        "matmul_tma[T=fp16] on sm_80",
+        "matmul_tma[T=bf16] on sm_80",
+        "matmul_tma[T=fp16] on sm_90",
+        "matmul_tma[T=bf16] on sm_90",
         "rmsnorm[T=fp16] on sm_80",
         "rmsnorm[T=bf16] on sm_80",
         "rmsnorm[T=fp16] on sm_90",
         "rmsnorm[T=bf16] on sm_90",
     ]
     part, record = apply(plan, Slice(2, 3))
-    assert [i.label for i in part.instances] == [labels[1], labels[4], labels[7]]
-    assert record == {"index": 2, "count": 3, "instances": 3, "of": 8}
+    assert [i.label for i in part.instances] == [labels[1], labels[4], labels[7], labels[10]]
+    assert record == {"index": 2, "count": 3, "instances": 4, "of": 12}
     part, record = apply(plan, Slice(1, 2, ("sm_90",)))
-    assert [i.label for i in part.instances] == [labels[2], labels[6]]
+    assert [i.label for i in part.instances] == [labels[2], labels[6], labels[10]]
     assert record is not None and record["targets"] == ["sm_90"]
     assert apply(plan, Slice(1, 1, ("sm_80", "sm_90")))[1] is None  # the whole plan: full
     with pytest.raises(UsageError, match=r"--targets H100: not a target of example.toml"):

@@ -23,12 +23,13 @@ from ..targets import GPU
 from .bundle import MAX_PLAN_SIZE, parse_bundle
 from .kernel import KernelRecipe, parse_kernels
 from .model import ModelRecipe, parse_model
+from .op import OpRecipe, parse_ops
 from .pipeline import parse_pipelines
 from .placeholders import check as check_placeholders
 from .validate import Validator
 
 FORMAT = 1
-TOP_KEYS = ("format", "bundle", "kernel", "pipeline", "model")
+TOP_KEYS = ("format", "bundle", "kernel", "pipeline", "model", "op")
 # The deepest nesting of arrays and tables a recipe may have. Real recipes nest four or
 # five levels ([[pipeline]] -> step -> args); the cap keeps every later stage that walks
 # the data (messages, hashing, JSON) clear of Python's recursion limit.
@@ -52,6 +53,7 @@ class Recipe:
     targets: tuple[GPU, ...]
     kernels: tuple[KernelRecipe, ...]
     pipelines: tuple[PipelineSpec, ...] = ()
+    ops: tuple[OpRecipe, ...] = ()  # [[op]]: interchangeable kernels behind one name
     model: ModelRecipe | None = None  # [model]: a PyTorch module compiled per bucket
     max_plan_size: int = MAX_PLAN_SIZE  # [bundle].max_plan_size; see aot/plan.py
 
@@ -117,7 +119,9 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
         )
     check_placeholders(v, kernels_raw)  # a draft from `aotc init`: say what to fill in
     kernels = parse_kernels(v, kernels_raw, path.parent)
-    pipelines = parse_pipelines(v, doc.get("pipeline"), {k.name: k for k in kernels})
+    by_name = {k.name: k for k in kernels}
+    pipelines = parse_pipelines(v, doc.get("pipeline"), by_name)
+    ops = parse_ops(v, doc.get("op"), by_name, set(by_name) | {p.name for p in pipelines})
     return Recipe(
         path=path.resolve(),
         sha256=sha,
@@ -126,6 +130,7 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
         targets=bundle.targets,
         kernels=kernels,
         pipelines=pipelines,
+        ops=ops,
         model=model,
         max_plan_size=bundle.max_plan_size,
     )

@@ -35,6 +35,11 @@ def matmul_inputs(sizes, dtypes, device="cuda"):
     ]
 
 
+def matmul_tma_inputs(sizes, dtypes, device="cuda"):
+    """The TMA matmul takes no strides: its tensors' descriptors carry them."""
+    return matmul_inputs(sizes, dtypes, device)[:6]
+
+
 def matmul_reference(a, b, c, M, N, K, *strides):
     return {"c_ptr": (a.double() @ b.double())}
 

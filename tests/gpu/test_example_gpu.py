@@ -62,11 +62,11 @@ def bundle(example_bundle):  # type: ignore[no-untyped-def]
 
 
 def _sizes(kname: str, m: int) -> dict[str, int]:
-    return {"M": m, "N": 4096, "K": 4096} if kname == "matmul" else {"M": m, "N": 4096}
+    return {"M": m, "N": 4096} if kname == "rmsnorm" else {"M": m, "N": 4096, "K": 4096}
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("kname", ["matmul", "rmsnorm"])
+@pytest.mark.parametrize("kname", ["matmul", "matmul_tma", "rmsnorm"])
 def test_every_bucket_and_between(bundle, example_recipe, kname, dtype):  # type: ignore[no-untyped-def]
     kr = next(k for k in example_recipe.kernels if k.name == kname)
     ms = sorted(set(kr.buckets["M"]) | set(BETWEEN))
@@ -186,3 +186,30 @@ def test_modules_load_lazily_once(example_bundle):  # type: ignore[no-untyped-de
 def test_bundle_built_on_cpu_reports_target(bundle):  # type: ignore[no-untyped-def]
     assert bundle.target.arch == "sm_90"
     assert bundle.device.cc == (9, 0)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_the_gemm_op_at_every_bucket_and_between(bundle, example_recipe, dtype):  # type: ignore[no-untyped-def]
+    """``bundle["gemm"]`` runs, per bucket, the kernel the build routed it to (printed), and
+    a transposed A, which the TMA kernel refuses, still gets the right product."""
+    import torch
+
+    kr = next(k for k in example_recipe.kernels if k.name == "matmul")
+    gemm = bundle["gemm"]
+    routed = {}
+    for m in sorted(set(kr.buckets["M"]) | set(BETWEEN)):
+        args = _fn(example_recipe, kr.inputs)(_sizes("matmul", m), {"T": dtype})
+        expected = args[0].double() @ args[1].double()
+        routed[m] = gemm.route(*args)[0].name
+        args[2].fill_(float("nan"))
+        gemm(*args)
+        torch.cuda.synchronize()
+        err = _rel_error(args[2], expected)
+        assert err < TOL[dtype], f"gemm {dtype} M={m} ({routed[m]}): rel. error {err:.2e}"
+    print(f"gemm {dtype} routes:", routed)
+    a, b, c, m, n, k, *_ = _fn(example_recipe, kr.inputs)(_sizes("matmul", 2048), {"T": dtype})
+    at = a.t().contiguous().t()  # same values, column-major
+    c.fill_(float("nan"))
+    gemm(at, b, c, m, n, k, *at.stride(), *b.stride(), *c.stride())
+    torch.cuda.synchronize()
+    assert _rel_error(c, at.double() @ b.double()) < TOL[dtype]

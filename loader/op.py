@@ -1,0 +1,116 @@
+"""An op: interchangeable kernels behind one name (a recipe's ``[[op]]``).
+
+``bundle[op](*args)`` takes the arguments of the op's first kernel. The build routed each
+bucket, per target and dtype binding, to the kernel of the op that measured fastest there
+(aot/ops.py); the call goes to that kernel with the arguments it takes (by name). If that
+kernel refuses the call (ArgumentError, raised before anything reaches the GPU: a TMA
+kernel given a transposed view, say), the next kernel of the op takes it, in the order
+the recipe lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ArgumentError
+from .manifest_types import Coded
+
+if TYPE_CHECKING:
+    from .kernel import Kernel
+
+
+@dataclass(frozen=True)
+class OpRoute(Coded):
+    """Which of an op's kernels serves each bucket, on one target for one dtype binding:
+    ``kernels`` and ``how`` run over the op's buckets in row-major order."""
+
+    target: str
+    dtypes: Mapping[str, str]
+    kernels: tuple[str, ...]
+    how: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class OpSpec(Coded):
+    """Interchangeable kernels behind one name (a recipe's ``[[op]]``): they take the same
+    arguments by name (each a subset of the first kernel's) over the same buckets, and the
+    build routes each bucket to the fastest it measured. A call the routed kernel refuses
+    goes to the next in ``kernels`` order."""
+
+    name: str
+    kernels: tuple[str, ...]
+    routes: tuple[OpRoute, ...]
+
+    def _validate(self) -> None:
+        if len(self.kernels) < 2 or len(set(self.kernels)) != len(self.kernels):
+            raise ValueError(f"({self.name}): an op needs two or more distinct kernels")
+        for r in self.routes:
+            if len(r.how) != len(r.kernels) or not set(r.kernels) <= set(self.kernels):
+                raise ValueError(f"({self.name}): a route names a kernel not of the op")
+
+
+class Op:
+    def __init__(self, spec: OpSpec, kernels: list[Kernel], target: str):
+        self.name = spec.name
+        self.spec = spec
+        self.kernels = kernels
+        first = kernels[0]
+        self.params = first.params
+        index = {p.name: i for i, p in enumerate(first.params)}
+        self._take = [(k, [index[p.name] for p in k.params]) for k in kernels]
+        self._keys = [(k, index.get(k)) for k in first.spec.bucket_keys]
+        # the kernels in the order a call tries them, when the build routed it to ``name``
+        tries = {
+            name: [t for t in self._take if t[0].name == name]
+            + [t for t in self._take if t[0].name != name]
+            for name in spec.kernels
+        }
+        # per binding (dtypes, optional pointers), per bucket
+        self._routes: dict[tuple[str, ...], list[list[tuple[Kernel, list[int]]]]] = {
+            tuple(r.dtypes[b] for b in first.binding_keys): [tries[n] for n in r.kernels]
+            for r in spec.routes
+            if r.target == target
+        }
+
+    def __repr__(self) -> str:
+        return f"<aotc op {self.name}: {', '.join(k.name for k in self.kernels)}>"
+
+    def route(
+        self, *args: Any, dtypes: Mapping[str, str] | None = None, **call: Any
+    ) -> list[Kernel]:
+        """The op's kernels in the order a call with ``args`` tries them."""
+        return [k for k, _ in self._order(args, dtypes, call)]
+
+    def __call__(
+        self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None, **call: Any
+    ) -> None:
+        refused = []
+        for kernel, take in self._order(args, dtypes, call):
+            try:
+                return kernel(*[args[i] for i in take], stream=stream, dtypes=dtypes, **call)
+            except ArgumentError as exc:
+                refused.append(f"{kernel.name}: {exc}")
+        raise ArgumentError(f"{self.name}(): no kernel of the op takes this call. "
+                            + " | ".join(refused))  # fmt: skip
+
+    def _order(
+        self, args: tuple[Any, ...], dtypes: Mapping[str, str] | None, call: Mapping[str, Any]
+    ) -> list[tuple[Kernel, list[int]]]:
+        if len(args) != len(self.params):
+            raise ArgumentError(
+                f"{self.name}() takes {len(self.params)} arguments "
+                f"({', '.join(p.name for p in self.params)}), got {len(args)}"
+            )
+        first = self.kernels[0]
+        routes = self._routes.get(first.binding(args, dtypes))
+        if routes is None:  # a binding nothing routed: the recipe's order
+            return self._take
+        sizes = []
+        for key, i in self._keys:
+            value = args[i] if i is not None else call.get(key)
+            if value is None:
+                raise ArgumentError(f"{self.name}(): pass {key}=... (its bucket key)")
+            sizes.append(int(value))
+        return routes[first.grid.index(sizes)]
