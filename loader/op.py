@@ -10,8 +10,10 @@ the recipe lists them.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .errors import ArgumentError
@@ -59,8 +61,21 @@ class Op:
         first = kernels[0]
         self.params = first.params
         index = {p.name: i for i, p in enumerate(first.params)}
-        self._take = [(k, [index[p.name] for p in k.params]) for k in kernels]
+        # each kernel with the positions of the arguments it takes (None: all, in order)
+        self._take: list[tuple[Kernel, list[int] | None]] = []
+        for k in kernels:
+            take = [index[p.name] for p in k.params]
+            self._take.append((k, None if take == list(range(len(index))) else take))
         self._keys = [(k, index.get(k)) for k in first.spec.bucket_keys]
+        where = [i for _, i in self._keys]
+        self._positional = None if None in where else [i for i in where if i is not None]
+        pointers = [i for i, p in enumerate(first.params) if p.type[0] == "*"]
+        self._pointer_args = itemgetter(*pointers) if len(pointers) > 1 else (
+            lambda args: (args[pointers[0]],) if pointers else ())  # fmt: skip
+        self._bounds = None  # (position, bounds) of a sole bucket key that is an argument
+        if len(self._positional or ()) == 1 and self._positional is not None:
+            self._bounds = (self._positional[0], first.grid.bounds[0])
+        self._known: dict[tuple[Any, ...], list[list[tuple[Kernel, list[int] | None]]]] = {}
         # the kernels in the order a call tries them, when the build routed it to ``name``
         tries = {
             name: [t for t in self._take if t[0].name == name]
@@ -68,7 +83,7 @@ class Op:
             for name in spec.kernels
         }
         # per binding (dtypes, optional pointers), per bucket
-        self._routes: dict[tuple[str, ...], list[list[tuple[Kernel, list[int]]]]] = {
+        self._routes: dict[tuple[str, ...], list[list[tuple[Kernel, list[int] | None]]]] = {
             tuple(r.dtypes[b] for b in first.binding_keys): [tries[n] for n in r.kernels]
             for r in spec.routes
             if r.target == target
@@ -86,10 +101,14 @@ class Op:
     def __call__(
         self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None, **call: Any
     ) -> None:
+        plain = stream is None and dtypes is None and not call
         refused = []
         for kernel, take in self._order(args, dtypes, call):
+            given = args if take is None else [args[i] for i in take]
             try:
-                return kernel(*[args[i] for i in take], stream=stream, dtypes=dtypes, **call)
+                if plain:
+                    return kernel(*given)
+                return kernel(*given, stream=stream, dtypes=dtypes, **call)
             except ArgumentError as exc:
                 refused.append(f"{kernel.name}: {exc}")
         raise ArgumentError(f"{self.name}(): no kernel of the op takes this call. "
@@ -97,20 +116,34 @@ class Op:
 
     def _order(
         self, args: tuple[Any, ...], dtypes: Mapping[str, str] | None, call: Mapping[str, Any]
-    ) -> list[tuple[Kernel, list[int]]]:
+    ) -> list[tuple[Kernel, list[int] | None]]:
         if len(args) != len(self.params):
             raise ArgumentError(
                 f"{self.name}() takes {len(self.params)} arguments "
                 f"({', '.join(p.name for p in self.params)}), got {len(args)}"
             )
         first = self.kernels[0]
-        routes = self._routes.get(first.binding(args, dtypes))
-        if routes is None:  # a binding nothing routed: the recipe's order
-            return self._take
+        # the binding, cached by the pointers' dtypes (raw addresses, or dtypes=: not cached)
+        key = None if dtypes else tuple([getattr(a, "dtype", a is None)
+                                         for a in self._pointer_args(args)])  # fmt: skip
+        routes = self._known.get(key) if key is not None else None
+        if routes is None:
+            routes = self._routes.get(first.binding(args, dtypes))
+            if routes is None:  # a binding nothing routed: the recipe's order
+                return self._take
+            if key is not None and False not in key:
+                self._known[key] = routes
+        if self._bounds is not None:  # one bucket key, an argument: its bucket, inline
+            value = args[self._bounds[0]]
+            b = bisect_left(self._bounds[1], value) if type(value) is int and value > 0 else -1
+            if 0 <= b < len(self._bounds[1]):
+                return routes[b]
+        if self._positional is not None:
+            return routes[first.grid.index([args[i] for i in self._positional])]
         sizes = []
-        for key, i in self._keys:
-            value = args[i] if i is not None else call.get(key)
+        for name, at in self._keys:
+            value = args[at] if at is not None else call.get(name)
             if value is None:
-                raise ArgumentError(f"{self.name}(): pass {key}=... (its bucket key)")
+                raise ArgumentError(f"{self.name}(): pass {name}=... (its bucket key)")
             sizes.append(int(value))
         return routes[first.grid.index(sizes)]

@@ -96,6 +96,14 @@ def test_a_measured_route_runs_its_kernel_and_a_refused_call_falls_back(
     gemm(*_args(2048, at))
     assert _kernel_name(fake) == "matmul_kernel"
     assert [k.name for k in gemm.route(*_args(2048))] == ["matmul_tma", "matmul"]
+    gemm(*_args(9000))  # past the last bucket: served as the last bucket is
+    assert _kernel_name(fake) == "matmul_tma_kernel"
+    # routes are per dtype binding (this spec routes fp16 only: bf16 takes the recipe's order)
+    bf16 = [Tensor(0x100000 * (i + 1), (2048, 4096), dtype="torch.bfloat16") for i in range(3)]
+    gemm(*bf16, 2048, 4096, 4096, 4096, 1, 4096, 1, 4096, 1)
+    assert _kernel_name(fake) == "matmul_kernel"
+    gemm(*_args(2048))  # and fp16 again, from the op's cache of bindings
+    assert _kernel_name(fake) == "matmul_tma_kernel"
 
 
 def _recipe(tmp_path: Path, op: str) -> Path:
