@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -89,6 +90,13 @@ def inspect(path: Path) -> str:
         out.append("")
     for pipe in m.pipelines:
         out.extend(_pipeline(pipe))
+    for op in m.ops:
+        out.append(f"op {op.name}: {', '.join(op.kernels)}")
+        for r in op.routes:  # each kernel's buckets, as runs of the route
+            runs = ", ".join(f"{k} ×{len(list(g))}" for k, g in itertools.groupby(r.kernels))
+            out.append(f"  {r.target} [{' '.join(f'{k}={v}' for k, v in r.dtypes.items())}]: "
+                       f"{runs} (buckets in order)")  # fmt: skip
+        out.append("")
     if m.model is not None:
         out.extend(_model(m.model))
     failed = m.build.get("failed", [])

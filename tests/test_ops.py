@@ -132,3 +132,11 @@ def test_a_bad_op_is_refused_naming_the_key(
     with pytest.raises(RecipeError, match=message) as info:
         load(_recipe(tmp_path, op))
     assert key in str(info.value) and "example.toml" in str(info.value)
+
+
+def test_inspect_shows_each_route(bundle: Path) -> None:
+    from aot.inspect import inspect
+
+    text = inspect(bundle)
+    assert "op gemm: matmul, matmul_tma" in text
+    assert "  sm_90 [T=fp16]: matmul ×14 (buckets in order)" in text
