@@ -5,25 +5,10 @@
 # tests/gpu/test_decode_gpu.py on that bundle. Logs and the build's report come back in
 # $OUT/decode.tar.gz; a summary is printed last.
 #   device: carry [".whl"], command: bash benchmarks/run_decode_on_gpu.sh
-set -uo pipefail
-OUT=${OUT:-gpu-out}
 W=${W:-/tmp/aotc-decode}
-mkdir -p "$OUT" "$W/logs"
-if ! python3 -c 'import zstandard' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export AOTC_CACHE_DIR=$W/cache AOTC_NO_PROGRESS=1
-S="$W/logs/summary.txt"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$S"
+source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.tunedb.jsonl 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
-stage() {  # stage NAME SECONDS COMMAND...
-  local name=$1 limit=$2 start=$SECONDS; shift 2
-  timeout -k 5 "$limit" "$@" > "$W/logs/$name.log" 2>&1
-  echo "$name: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/$name.log")" >> "$S"
-}
 STAGES=${STAGES:-"jit build tests"}
 [[ " $STAGES " == *" jit "* ]] && stage jit "${JIT_LIMIT:-200}" python3 benchmarks/decode_jit_check.py ${JIT_ARGS:-}
 [[ " $STAGES " == *" build "* ]] && \

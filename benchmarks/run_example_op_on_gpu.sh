@@ -7,27 +7,12 @@
 # decompressed: then only the kernels it lacks are measured). Logs, the report and the
 # database come back in $OUT/example-op.tar.gz; a summary is printed last.
 #   device: carry [".whl", <DB's folder>], command: DB=<path> bash benchmarks/run_example_op_on_gpu.sh
-set -uo pipefail
-OUT=${OUT:-gpu-out}
 W=${W:-/tmp/aotc-example-op}
-mkdir -p "$OUT" "$W/logs"
-if ! python3 -c 'import zstandard' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export AOTC_CACHE_DIR=$W/cache AOTC_NO_PROGRESS=1
-S="$W/logs/summary.txt"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$S"
+source benchmarks/gpu_run.sh
 [[ -n "${DB:-}" ]] && cp "$DB" "$W/example.tunedb.jsonl"
 pack() { (cd "$W" && tar czf "$OUT/example-op.tar.gz" logs example.report.md example.report \
   example.tunedb.jsonl 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
-stage() {  # stage NAME SECONDS COMMAND...
-  local name=$1 limit=$2 start=$SECONDS; shift 2
-  timeout -k 5 "$limit" "$@" > "$W/logs/$name.log" 2>&1
-  echo "$name: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/$name.log")" >> "$S"
-}
 stage build "${BUILD_LIMIT:-240}" python3 -m aot.cli build recipes/example.toml -o "$W/example.aotc" -j 16
 grep -E "^(tuned|wrote|buckets)" "$W/logs/build.log" >> "$S"
 pack

@@ -5,25 +5,10 @@
 # build's report and tuning database and the benchmark's JSON come back in
 # $OUT/hopper.tar.gz; a summary is printed last.
 #   device: carry [".whl"], command: bash benchmarks/run_hopper_on_gpu.sh
-set -uo pipefail
-OUT=${OUT:-gpu-out}
 W=${W:-/tmp/aotc-hopper}
-mkdir -p "$OUT" "$W/logs"
-if ! python3 -c 'import zstandard' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
-fi
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export AOTC_CACHE_DIR=$W/cache AOTC_NO_PROGRESS=1
-S="$W/logs/summary.txt"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$S"
+source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/hopper.tar.gz" logs hopper.report.md hopper.tunedb.jsonl 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
-stage() {  # stage NAME SECONDS COMMAND...: run with a limit, log, note the exit code and time
-  local name=$1 limit=$2 start=$SECONDS; shift 2
-  timeout -k 5 "$limit" "$@" > "$W/logs/$name.log" 2>&1
-  echo "$name: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/$name.log")" >> "$S"
-}
 [[ " ${STAGES:-jit build tests bench} " == *" jit "* ]] && \
   stage jit "${JIT_LIMIT:-45}" python3 benchmarks/hopper_jit_check.py --quick
 [[ " ${STAGES:-jit build tests bench} " == *" build "* ]] && \
