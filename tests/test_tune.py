@@ -318,3 +318,30 @@ def test_the_second_verification_is_at_a_size_the_config_serves() -> None:
     # a kernel whose constraints do not read the bucket's key keeps the middle
     mm = next(i for i in plan.instances if i.kernel.name == "matmul_tma")
     assert off_bucket(mm, (512,), mm.configs[0])["M"] == 385
+
+
+def _trap(values: dict[str, int], n: int) -> float:
+    """The best config everywhere is BLOCK=1024 with one warp; around BLOCK=128, where the
+    heuristic starts the small bucket, the table is flat, and the way up looks worse."""
+    b, w = values["BLOCK"], values["num_warps"]
+    f = 1.0 if (b, w) == (1024, 1) else {128: 1.5, 256: 1.6, 512: 1.7, 1024: 1.8}[b]
+    return (n / 1e6) * f
+
+
+def test_a_bucket_tries_its_upper_neighbours_best(recipe_dir: Path, tmp_path: Path) -> None:
+    """A bucket is warm-started from the one below it; the second look, top down, gives it
+    the best of the one above, which it would otherwise never have tried here."""
+    recipe = recipe_dir / "tune.toml"
+    text = recipe.read_text()
+    recipe.write_text(text.replace("budget = 12\npatience = 6", "budget = 16\npatience = 3"))
+    worker = FakeWorker(table=_trap)
+    r = tune_build(recipe_dir, tmp_path, worker)
+    m = manifest_of(r.bundle)
+    (h100,) = [i for i in m.kernels[0].instances if i.target == "H100"]
+    for choice in h100.choices:
+        v = h100.variants[choice.variants[0]]
+        assert (v.meta["BLOCK"], v.num_warps) == (1024, 1), choice.bucket
+        assert choice.metrics["benchmarks"] <= 16  # the second look stays within the budget
+    small = [q for q in worker.requests if q["op"] == "bench" and q["sizes"]["n"] == 4096]
+    blocks = [q["spec"]["instances"][0]["variants"][0]["meta"]["BLOCK"] for q in small]
+    assert blocks[: blocks.index(1024)].count(128) >= 3  # the first look stayed near 128
