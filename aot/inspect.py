@@ -7,10 +7,12 @@ import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from loader.errors import BundleError
 from loader.format import BundleFile
 from loader.manifest import Manifest, ModelSpec, PipelineSpec, describe_shard, serving_label
+from loader.op import OpSpec
 
 from .errors import BadBundle
 from .sign import signed_line
@@ -91,22 +93,22 @@ def inspect(path: Path) -> str:
     for pipe in m.pipelines:
         out.extend(_pipeline(pipe))
     for op in m.ops:
-        out.append(f"op {op.name}: {', '.join(op.kernels)}")
-        for r in op.routes:  # each kernel's buckets, as runs of the route
-            runs = ", ".join(f"{k} ×{len(list(g))}" for k, g in itertools.groupby(r.kernels))
-            out.append(f"  {r.target} [{' '.join(f'{k}={v}' for k, v in r.dtypes.items())}]: "
-                       f"{runs} (buckets in order)")  # fmt: skip
-        out.append("")
+        out.extend(_op(op))
     if m.model is not None:
         out.extend(_model(m.model))
-    failed = m.build.get("failed", [])
-    if failed:
-        out.append(f"{len(failed)} variants failed to compile or fit:")
-        for f in failed[:20]:
-            out.append(f"  {f['kernel']} {f['target']} {f['config']} ({f['spec']}): {f['reason']}")
-        if len(failed) > 20:
-            out.append(f"  ... and {len(failed) - 20} more (see the build report)")
+    out.extend(_failed(m.build.get("failed", [])))
     return "\n".join(out).rstrip() + "\n"
+
+
+def _failed(failed: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not failed:
+        return []
+    out = [f"{len(failed)} variants failed to compile or fit:"]
+    out += [f"  {f['kernel']} {f['target']} {f['config']} ({f['spec']}): {f['reason']}"
+            for f in failed[:20]]  # fmt: skip
+    if len(failed) > 20:
+        out.append(f"  ... and {len(failed) - 20} more (see the build report)")
+    return out
 
 
 def _entries(entries: Mapping[str, object]) -> str:
@@ -148,6 +150,15 @@ def _model(spec: ModelSpec) -> list[str]:
             out.append(f"    {where:<24} {served}  {shown}")
     out.append("")
     return out
+
+
+def _op(op: OpSpec) -> list[str]:
+    lines = [f"op {op.name}: {', '.join(op.kernels)}"]
+    for r in op.routes:  # each kernel's buckets, as runs of the route
+        runs = ", ".join(f"{k} ×{len(list(g))}" for k, g in itertools.groupby(r.kernels))
+        lines.append(f"  {r.target} [{' '.join(f'{k}={v}' for k, v in r.dtypes.items())}]: "
+                     f"{runs} (buckets in order)")  # fmt: skip
+    return [*lines, ""]
 
 
 def _pipeline(p: PipelineSpec) -> list[str]:

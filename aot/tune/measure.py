@@ -1,0 +1,206 @@
+"""One measurement on the GPU: the request the worker runs, the record it leaves.
+
+``Measurer`` is the tuner's half that talks to the GPU workers (aot/tune/tuner.py holds the
+search): a benchmark, a verification against the recipe's reference (at the bucket's bound
+and off it) or a baseline timing, each keyed by what it measured, stored in the tuning
+database as it is taken, and read back instead of measured again.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from loader import manifest as mf
+
+from ..compile import Compiled, CompilePool
+from ..dtypes import KERNEL_TOLERANCE
+from ..kernel_env import env_at, fixed_for, sizes_at
+from ..pack import kernel_record, variant_record
+from ..plan import Config, Instance, Plan
+from .db import Record, TuningDB
+from .decide import BASELINE, BASELINE_CONFIG, BENCH, FINAL, VERIFY, off_bucket, problem
+from .gpu import GpuInfo, GpuWorker, matches
+
+FINAL_TARGET_MS = 10.0
+
+
+def tolerance(inst: Instance) -> float:
+    if inst.kernel.tune.tolerance is not None:
+        return inst.kernel.tune.tolerance
+    kinds = set(dict(inst.dtypes).values())
+    kinds |= {t[1:] for t in inst.kernel.signature.values() if t.startswith("*")}
+    return max((KERNEL_TOLERANCE[k] for k in kinds if k in KERNEL_TOLERANCE), default=1e-2)
+
+
+class Measurer:
+    """Set by the tuner: the plan, the database, the compile pool, the GPUs."""
+
+    plan: Plan
+    db: TuningDB
+    pool: CompilePool
+    gpus: list[GpuInfo]
+    triton: str
+    root: Any
+    _lock: threading.Lock
+    _stopped: threading.Event
+    taken: int
+    resumed: int
+    failed: int
+
+    def _abs(self, ref: str | None) -> str | None:
+        """A recipe's "path.py:function", with the path made absolute for the worker."""
+        if ref is None:
+            return None
+        file, _, name = ref.rpartition(":")
+        return f"{(self.root / file).resolve()}:{name}"
+
+    def _record(self, inst: Instance, bucket: tuple[int, ...], config_id: str, kind: str,
+                round_: int = 0, values: Mapping[str, Any] | None = None) -> Record:  # fmt: skip
+        gpu = self._gpu_for(inst)
+        return Record(
+            kernel=inst.kernel.name,
+            source=self.plan.sources[inst.kernel.name].cache_key,
+            triton=self.triton,
+            device=gpu.name,
+            arch=gpu.arch,
+            dtypes=dict(inst.dtypes),
+            problem=problem(inst, bucket),
+            config=config_id,
+            kind=kind,
+            round=round_,
+            ok=False,
+            values=values or {},
+        )
+
+    def _gpu_for(self, inst: Instance) -> GpuInfo:
+        return next(g for g in self.gpus if matches(inst.target, g))
+
+    def _compiled(self, inst: Instance, config: Config) -> list[Compiled]:
+        futures = [self.pool.submit(inst, v) for v in inst.variants((config,))]
+        return [f.result() for f in futures]
+
+    def _at(self, inst: Instance, point: Mapping[str, int], config: Config) -> dict[str, Any]:
+        """What a request needs to run at ``point`` under ``config``: every size (those
+        written as expressions of the config included), the call values passed by
+        keyword, and the config's values (``inputs`` may take them)."""
+        kr = inst.kernel
+        sizes = sizes_at(kr, point, config)
+        call = {n: sizes[n] for n, c in kr.call.items() if c.arg is None and n in sizes}
+        if kr.host:  # the values the host data was prepared for, as a service passes them
+            env = env_at(kr, point, config)
+            call.update({h: env[h] for h in kr.host})
+        values = {**fixed_for(kr, dict(inst.dtypes), inst.target.sms), **config.values()}
+        return {"sizes": sizes, "call": call, "config": values}
+
+    def _request(self, inst: Instance, config: Config, compiled: list[Compiled]) -> dict[str, Any]:
+        ok = [c for c in compiled if c.ok]
+        records = [(variant_record(inst.kernel, config, c), c) for c in ok]
+        variants = {r.id: r for r, _ in records}
+        choice = mf.ChoiceSpec((), config.id, "tuning", tuple(variants))
+        spec = kernel_record(
+            inst.kernel,
+            (mf.InstanceSpec(inst.target.name, dict(inst.dtypes), variants, (choice,)),),
+        )
+        spec = mf.KernelSpec(**{**spec.__dict__, "bucket_keys": (), "buckets": ()})
+        return {
+            "spec": spec.to_json(),
+            "entries": {r.entry: c.cubin for r, c in records},
+            "target": inst.target.name,
+            "dtypes": dict(inst.dtypes),
+            "inputs": self._abs(inst.kernel.inputs),
+            # @triton.autotune's reset_to_zero / restore_value, honoured around each launch
+            "reset": list(inst.kernel.autotune.reset_to_zero) if inst.kernel.autotune else [],
+            "restore": list(inst.kernel.autotune.restore_value) if inst.kernel.autotune else [],
+        }
+
+    def _store(self, rec: Record, reply: dict[str, Any]) -> Record:
+        if self._stopped.is_set():
+            raise cf.CancelledError("tuning was stopped")
+        done = Record(**{
+            **rec.__dict__,
+            "ok": bool(reply.get("ok")),
+            "ms": reply.get("ms"),
+            "samples": tuple(round(x, 6) for x in reply.get("samples", ())),
+            "reason": str(reply.get("reason", "")),
+            "extra": {k: reply[k] for k in ("error", "tolerance", "variant", "checks")
+                      if k in reply},
+        })  # fmt: skip
+        self.db.add(done)
+        with self._lock:
+            self.taken += 1
+            self.failed += 0 if done.ok else 1
+        return done
+
+    def measure(
+        self,
+        inst: Instance,
+        bucket: tuple[int, ...],
+        config: Config,
+        worker: GpuWorker,
+        *,
+        kind: str = BENCH,
+        round_: int = 0,
+    ) -> tuple[float | None, bool]:
+        """(median ms or None if it failed, whether the GPU was used)."""
+        probe = self._record(inst, bucket, config.id, kind, round_, config.values())
+        known = self.db.get(probe)
+        if known is not None:
+            with self._lock:
+                self.resumed += 1
+            return (known.ms if known.ok else None), True
+        compiled = self._compiled(inst, config)
+        generic = compiled[-1]
+        if not generic.ok:
+            return None, False  # the compile failure is in the cache and the report
+        msg = self._request(inst, config, compiled)
+        msg.update(op="bench", **self._at(inst, problem(inst, bucket), config))
+        if kind == FINAL:
+            msg["target_ms"] = FINAL_TARGET_MS
+        rec = self._store(probe, worker.request(msg))
+        return (rec.ms if rec.ok else None), True
+
+    def verify(
+        self, inst: Instance, bucket: tuple[int, ...], config: Config, worker: GpuWorker
+    ) -> bool:
+        probe = self._record(inst, bucket, config.id, VERIFY, 0, config.values())
+        known = self.db.get(probe)
+        if known is not None:
+            return known.ok
+        compiled = self._compiled(inst, config)
+        msg = self._request(inst, config, compiled)
+        points = (problem(inst, bucket), off_bucket(inst, bucket, config))
+        at = [self._at(inst, p, config) for p in points]
+        msg.update(
+            op="verify",
+            reference=self._abs(inst.kernel.reference),
+            sizes_list=[a["sizes"] for a in at],
+            calls=[a["call"] for a in at],
+            tolerance=tolerance(inst),
+            config=at[0]["config"],
+        )
+        return self._store(probe, worker.request(msg)).ok
+
+    def measure_baseline(
+        self, inst: Instance, bucket: tuple[int, ...], worker: GpuWorker, round_: int = 0
+    ) -> None:
+        probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE, round_)
+        if self.db.get(probe) is not None:
+            return
+        msg = {
+            "op": "baseline",
+            "fn": self._abs(inst.kernel.tune.baseline),
+            "inputs": self._abs(inst.kernel.inputs),
+            "sizes": problem(inst, bucket),
+            "dtypes": dict(inst.dtypes),
+            "target_ms": FINAL_TARGET_MS,
+        }
+        self._store(probe, worker.request(msg))
+
+
+def triton_version() -> str:
+    import triton
+
+    return str(triton.__version__)
