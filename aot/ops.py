@@ -55,16 +55,12 @@ def _choices(
 
 def route(candidates: Sequence[tuple[str, mf.ChoiceSpec | None]]) -> tuple[str, str]:
     """(kernel, why) for one bucket, from each kernel's choice there (None: not built)."""
-    timed = [(_ms(c), name, c) for name, c in candidates if c is not None]
+    timed = [(ms, n, c) for n, c in candidates if c is not None and (ms := _ms(c)) is not None]
     devices = {str(c.metrics.get("device")) for _, _, c in timed}
-    if (
-        len(timed) == len(candidates)
-        and all(ms is not None for ms, _, _ in timed)
-        and (len(devices) == 1)
-    ):
-        ms, name, _ = min(timed, key=lambda t: t[0] or 0.0)
-        others = ", ".join(f"{n} {m * 1000:.1f} µs" for m, n, _ in timed if n != name and m)
-        return name, f"fastest on {devices.pop()}: {(ms or 0) * 1000:.1f} µs ({others})"
+    if len(timed) == len(candidates) and len(devices) == 1:
+        ms, name, _ = min(timed)
+        others = ", ".join(f"{n} {m * 1000:.1f} µs" for m, n, _ in timed if n != name)
+        return name, f"fastest on {devices.pop()}: {ms * 1000:.1f} µs ({others})"
     name = next((n for n, c in candidates if c is not None), candidates[0][0])
     return name, f"{FIRST_LISTED}: not every kernel measured"
 

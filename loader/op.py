@@ -54,6 +54,9 @@ class OpSpec(Coded):
 
 
 class Op:
+    """``op(*args, stream=None, dtypes=None, **call_values)``: the first kernel's arguments,
+    run by the kernel the build routed the call's bucket and binding to."""
+
     def __init__(self, spec: OpSpec, kernels: list[Kernel], target: str):
         self.name = spec.name
         self.spec = spec
@@ -70,10 +73,11 @@ class Op:
         where = [i for _, i in self._keys]
         self._positional = None if None in where else [i for i in where if i is not None]
         pointers = [i for i, p in enumerate(first.params) if p.type[0] == "*"]
-        self._pointer_args = itemgetter(*pointers) if len(pointers) > 1 else (
-            lambda args: (args[pointers[0]],) if pointers else ())  # fmt: skip
+        self._pointer_args = (
+            itemgetter(*pointers) if len(pointers) > 1 else lambda a: [a[i] for i in pointers]
+        )
         self._bounds = None  # (position, bounds) of a sole bucket key that is an argument
-        if len(self._positional or ()) == 1 and self._positional is not None:
+        if self._positional is not None and len(self._positional) == 1:
             self._bounds = (self._positional[0], first.grid.bounds[0])
         self._known: dict[tuple[Any, ...], list[list[tuple[Kernel, list[int] | None]]]] = {}
         # the kernels in the order a call tries them, when the build routed it to ``name``
