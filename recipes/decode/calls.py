@@ -29,10 +29,16 @@ paged_inputs, paged_reference, ragged_context_lens = (
 NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE = 32, 8, 128, 16
 
 
-def paged_decode_inputs(sizes, dtypes, device="cuda"):
-    """One decode token per sequence; ragged contexts up to the bucket's table width."""
+def paged_decode_inputs(sizes, dtypes, device="cuda", ragged=False):
+    """One decode token per sequence, at the bucket's bound: every context fills the block
+    table (what the bucket stands for, and what tune.bytes counts), but for three ragged
+    ones at the end once there are four or more sequences (1 token, one past a block, one
+    short of two), so that verification still meets partial blocks. ``ragged``: lengths
+    from 1 to the table's width instead (the GPU tests)."""
     num_seqs, max_blocks = sizes["num_seqs"], sizes["max_blocks_per_seq"]
-    lens = ragged_context_lens(num_seqs, max_blocks * BLOCK_SIZE, BLOCK_SIZE)
+    max_len = max_blocks * BLOCK_SIZE
+    lens = (ragged_context_lens(num_seqs, max_len, BLOCK_SIZE) if ragged
+            else full_then_ragged(num_seqs, max_len))  # fmt: skip
     q, k, v, table, ctx = paged_inputs(lens, NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE,
                                        dtypes["T"], device=device)  # fmt: skip
     table = _widen(table, max_blocks)
@@ -40,6 +46,13 @@ def paged_decode_inputs(sizes, dtypes, device="cuda"):
     return [q, k, v, table, ctx, out, 1 / math.sqrt(HEAD_DIM), num_seqs, max_blocks,
             q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3], table.stride(0),
             out.stride(0), out.stride(1)]  # fmt: skip
+
+
+def full_then_ragged(num_seqs, max_len):
+    lens = [max_len] * num_seqs
+    if num_seqs >= 4:
+        lens[-3:] = [1, min(max_len, BLOCK_SIZE + 1), max(1, min(max_len, 2 * BLOCK_SIZE - 1))]
+    return lens
 
 
 def paged_decode_reference(q, k, v, table, ctx, out, sm_scale, *rest):

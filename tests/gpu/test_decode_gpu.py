@@ -50,7 +50,7 @@ def test_paged_decode_matches_float64(decode: Any, dtype: str, seqs: int, width:
 
     bundle, calls = decode
     args = calls.paged_decode_inputs({"num_seqs": seqs, "max_blocks_per_seq": width},
-                                     {"T": dtype})  # fmt: skip
+                                     {"T": dtype}, ragged=True)  # fmt: skip
     expected = calls.paged_decode_reference(*args)["out_ptr"]
     args[5].fill_(float("nan"))
     bundle["paged_decode"](*args)
