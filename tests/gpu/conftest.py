@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,21 +31,33 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
-def example_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The example bundle: the one built on the CPU machine if given, else built here."""
-    given = os.environ.get("AOTC_TEST_BUNDLE")
+def _given_or_built(
+    recipe: Path, variable: str, factory: pytest.TempPathFactory, tune: Any = None
+) -> Path:
+    """The bundle the environment variable names (one built, and tuned, elsewhere), else
+    ``recipe`` built here (``tune``: aot.build.TuneOptions; by default as `aotc build`)."""
+    given = os.environ.get(variable)
     if given:
         return Path(given)
     from aot.build import build
     from aot.env import Environment
 
-    out = tmp_path_factory.mktemp("bundle") / "example.aotc"
-    env = Environment(
-        cache_dir=tmp_path_factory.mktemp("cache"), jobs=os.cpu_count() or 1, progress=False
-    )
-    build(EXAMPLE, out, env, ROOT)
+    out = factory.mktemp(recipe.stem) / f"{recipe.stem}.aotc"
+    env = Environment(cache_dir=factory.mktemp("cache"), jobs=os.cpu_count() or 1, progress=False)
+    build(recipe, out, env, ROOT, tune)
     return out
+
+
+@pytest.fixture(scope="session")
+def example_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The example bundle: the one built on the CPU machine if given, else built here."""
+    return _given_or_built(EXAMPLE, "AOTC_TEST_BUNDLE", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def given_or_built(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``given_or_built(recipe, variable, tune=None)``: a module's bundle, as for the example."""
+    return functools.partial(_given_or_built, factory=tmp_path_factory)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ built here with the heuristic's picks."""
 from __future__ import annotations
 
 import importlib.util
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,21 +20,12 @@ RECIPE = ROOT / "recipes" / "decode.toml"
 
 
 @pytest.fixture(scope="module")
-def decode(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def decode(given_or_built: Callable[..., Path]) -> Any:
     import torch
 
     import loader
 
-    given = os.environ.get("AOTC_TEST_DECODE_BUNDLE")
-    if given:
-        path = Path(given)
-    else:
-        from aot.build import build
-        from aot.env import Environment
-
-        tmp = tmp_path_factory.mktemp("decode")
-        path = tmp / "decode.aotc"
-        build(RECIPE, path, Environment(cache_dir=tmp / "cache", jobs=8, progress=False), tmp)
+    path = given_or_built(RECIPE, "AOTC_TEST_DECODE_BUNDLE")
     torch.cuda.init()  # type: ignore[no-untyped-call]
     spec = importlib.util.spec_from_file_location("decode_calls", ROOT / "recipes/decode/calls.py")
     assert spec is not None and spec.loader is not None

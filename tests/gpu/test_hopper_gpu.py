@@ -9,7 +9,7 @@ benchmarks/run_hopper_on_gpu.sh); without it one is built here with the heuristi
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +23,12 @@ TOL = 1e-2
 
 
 @pytest.fixture(scope="module")
-def hopper(tmp_path_factory: pytest.TempPathFactory) -> Any:
+def hopper(given_or_built: Callable[..., Path]) -> Any:
     import torch
 
     import loader
 
-    given = os.environ.get("AOTC_TEST_HOPPER_BUNDLE")
-    if given:
-        path = Path(given)
-    else:
-        from aot.build import build
-        from aot.env import Environment
-
-        tmp = tmp_path_factory.mktemp("hopper")
-        path = tmp / "hopper.aotc"
-        build(RECIPE, path, Environment(cache_dir=tmp / "cache", jobs=8, progress=False), tmp)
+    path = given_or_built(RECIPE, "AOTC_TEST_HOPPER_BUNDLE")
     torch.cuda.init()  # type: ignore[no-untyped-call]
     return loader.open(path)
 

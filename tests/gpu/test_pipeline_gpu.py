@@ -4,8 +4,7 @@ between buckets, and from several threads on their own streams at once."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,21 +20,12 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def mlp_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mlp_bundle(given_or_built: Callable[..., Path]) -> Path:
     """The MLP bundle: AOTC_TEST_MLP_BUNDLE if given (a tuned build), else built here
     without tuning."""
-    given = os.environ.get("AOTC_TEST_MLP_BUNDLE")
-    if given:
-        return Path(given)
-    from aot.build import TuneOptions, build
-    from aot.env import Environment
+    from aot.build import TuneOptions
 
-    out = tmp_path_factory.mktemp("mlp") / "mlp.aotc"
-    env = Environment(
-        cache_dir=tmp_path_factory.mktemp("cache"), jobs=os.cpu_count() or 1, progress=False
-    )
-    build(MLP, out, env, ROOT, tune=TuneOptions(enabled=False))
-    return out
+    return given_or_built(MLP, "AOTC_TEST_MLP_BUNDLE", tune=TuneOptions(enabled=False))
 
 
 @pytest.fixture(scope="module")
