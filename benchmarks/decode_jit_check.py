@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import math
 import sys
 import time
@@ -45,20 +44,17 @@ import torch.nn.functional as F
 import triton
 import triton.testing
 
-DECODE = Path(__file__).resolve().parents[1] / "recipes" / "decode"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.jit_common import bench, best_of, fail, load  # noqa: E402
+
+DECODE = ROOT / "recipes" / "decode"
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"decode_{name}", DECODE / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-pa = _load("paged_attention")
-moe = _load("moe")
-ref = _load("reference")
+pa = load(DECODE, "paged_attention")
+moe = load(DECODE, "moe")
+ref = load(DECODE, "reference")
 
 DEVICE = "cuda"
 HQ, HKV, HEAD_DIM, BLOCK_SIZE = 32, 8, 128, 16
@@ -110,12 +106,6 @@ def _default_mg(T: int) -> MG:
     return MG_SMALL[0] if T <= 64 else MG_LARGE[0]
 
 
-def _fail(what: str, e: Exception) -> str:
-    line = (str(e).strip().splitlines() or [""])[-1][:160]
-    print(f"  FAILED {what}: {type(e).__name__}: {line}", flush=True)
-    return f"{type(e).__name__}: {line}"
-
-
 def relative_error(out, expected) -> float:
     if not bool(torch.isfinite(out).all()):
         return math.nan
@@ -127,7 +117,7 @@ def _check(what: str, run, dtype: str, failures: list[str]) -> None:
     try:
         err = run()
     except Exception as e:  # a failing config is a result, not a crash
-        failures.append(f"{what}: {_fail(what, e)}")
+        failures.append(f"{what}: {fail(what, e)}")
         return
     if not err < TOL[dtype]:  # NaN included
         failures.append(f"{what}: relative error {err:.3g}")
@@ -213,26 +203,6 @@ def check_moe() -> list[str]:
 # -- sweep ---------------------------------------------------------------------------------
 
 
-def bench(fn) -> float:
-    fn()  # compile outside the timing
-    torch.cuda.synchronize()
-    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-
-
-def best_of(candidates) -> tuple[str, float] | None:
-    """(label, ms) of the fastest of (label, fn) pairs; failures printed and skipped."""
-    best = None
-    for label, fn in candidates:
-        try:
-            ms = bench(fn)
-        except Exception as e:
-            _fail(label, e)
-            continue
-        if best is None or ms < best[1]:
-            best = (label, ms)
-    return best
-
-
 def copy_bandwidth() -> float:
     """GB/s of a 2 GiB device-to-device copy (bytes read plus bytes written)."""
     src = torch.empty(1 << 30, dtype=torch.float16, device=DEVICE)
@@ -270,12 +240,13 @@ def _sweep_one_attention(dtype: str, num_seqs: int, ctx: int, num_sms: int, copy
     out = torch.empty_like(q)
     scale = 1.0 / math.sqrt(HEAD_DIM)
     sdpa = _sdpa(q, k, v, scale)
-    base = best_of([("sdpa/flash", sdpa)])
+    base = best_of([("sdpa/flash", lambda: sdpa)])
     cands = []
     for cfg in PA_SWEEP:
         for s in _splits(num_seqs, ctx, num_sms):
             c = PA(cfg.block_n, cfg.warps, cfg.stages, s)
-            cands.append((str(c), functools.partial(attention, q, kc, vc, table, lens, out, c)))
+            run = functools.partial(attention, q, kc, vc, table, lens, out, c)
+            cands.append((str(c), lambda run=run: run))
     best = best_of(cands)
     if best is not None and base is not None:
         # the same data both ways: a layout slip in the benchmark shows here
@@ -295,7 +266,7 @@ def sweep_attention(dtypes: list[str], num_sms: int, copy_gbs: float) -> list[tu
             try:
                 rows.append(_sweep_one_attention(dtype, num_seqs, ctx, num_sms, copy_gbs))
             except Exception as e:
-                _fail(f"attention {dtype} seqs={num_seqs} ctx={ctx}", e)
+                fail(f"attention {dtype} seqs={num_seqs} ctx={ctx}", e)
             torch.cuda.empty_cache()
     return rows
 
@@ -332,7 +303,7 @@ def _gemm_candidates(x, w1, w2, logits, T: int, which: str):
             fn = functools.partial(moe.grouped_gemm, act.normal_(), w2, down, weights, aligned,
                                    TOP_K, per_pair=True, mul_weight=True, silu_mul=False,
                                    config=cfg.config())  # fmt: skip
-        cands.append((str(cfg), fn))
+        cands.append((str(cfg), lambda fn=fn: fn))  # (label, make) for best_of: made
     return cands
 
 
@@ -340,7 +311,7 @@ def _sweep_one_moe(dtype: str, T: int, inputs):
     x, logits, w1, w2 = (t[:T] if i < 2 else t for i, t in enumerate(inputs))
     up = best_of(_gemm_candidates(x, w1, w2, logits, T, "up"))
     down = best_of(_gemm_candidates(x, w1, w2, logits, T, "down"))
-    base = best_of([("torch loop", lambda: torch_moe(x, w1, w2, logits, TOP_K))])
+    base = best_of([("torch loop", lambda: functools.partial(torch_moe, x, w1, w2, logits, TOP_K))])
     if up is None or down is None:
         return ("moe", f"{dtype} T={T}", None, 0.0, base)
     by_name = {str(c): c for c in MG_SMALL + MG_LARGE}
@@ -362,7 +333,7 @@ def _sweep_one_moe(dtype: str, T: int, inputs):
             TOP_K=TOP_K, MUL_ROUTING_WEIGHT=False, BLOCK_H=1024)  # fmt: skip
         return out
 
-    best = best_of([(f"up {cfg_up} | down {cfg_down}", layer)])
+    best = best_of([(f"up {cfg_up} | down {cfg_down}", lambda: layer)])
     _, ids = moe.route(logits, TOP_K)
     active = int(torch.unique(ids).numel())
     gbytes = active * (HIDDEN * 2 * FFN + FFN * HIDDEN) * x.element_size() / 1e9
@@ -379,7 +350,7 @@ def sweep_moe(dtypes: list[str]) -> list[tuple]:
             try:
                 rows.append(_sweep_one_moe(dtype, T, inputs))
             except Exception as e:
-                _fail(f"moe {dtype} T={T}", e)
+                fail(f"moe {dtype} T={T}", e)
         del inputs
         torch.cuda.empty_cache()
     return rows

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import itertools
 import math
 import sys
@@ -38,20 +37,17 @@ import torch.nn.functional as F
 import triton
 import triton.testing
 
-HOPPER = Path(__file__).resolve().parents[1] / "recipes" / "hopper"
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.jit_common import bench, best_of, fail, load  # noqa: E402
+
+HOPPER = ROOT / "recipes" / "hopper"
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"hopper_{name}", HOPPER / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-mm = _load("tma_matmul")
-attn = _load("attention")
-ref = _load("reference")
+mm = load(HOPPER, "tma_matmul")
+attn = load(HOPPER, "attention")
+ref = load(HOPPER, "reference")
 
 DEVICE = "cuda"
 GROUP_M = 8
@@ -183,12 +179,6 @@ def describe(compiled) -> str:
     )
 
 
-def _fail(what: str, e: Exception) -> str:
-    line = (str(e).strip().splitlines() or [""])[-1][:160]
-    print(f"  FAILED {what}: {type(e).__name__}: {line}", flush=True)
-    return f"{type(e).__name__}: {line}"
-
-
 # -- checks ------------------------------------------------------------------------------
 
 
@@ -205,7 +195,7 @@ def _check(what: str, run, dtype: str, failures: list[str]):
         out, expected, compiled = run()
         ok, err = compare(out, expected, dtype)
     except Exception as e:  # a failing config is a result, not a crash
-        failures.append(f"{what}: {_fail(what, e)}")
+        failures.append(f"{what}: {fail(what, e)}")
         return None
     if not ok:
         failures.append(f"{what}: max error {err:.3g}")
@@ -263,26 +253,6 @@ def check_attention(known: list[str]) -> list[str]:
 # -- sweep -------------------------------------------------------------------------------
 
 
-def bench(fn) -> float:
-    fn()  # compile outside the timing
-    torch.cuda.synchronize()
-    return triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")
-
-
-def best_of(candidates) -> tuple[str, float] | None:
-    """(label, ms) of the fastest of (label, fn) pairs; failures printed and skipped."""
-    best = None
-    for label, make in candidates:
-        try:
-            ms = bench(make())
-        except Exception as e:
-            _fail(label, e)
-            continue
-        if best is None or ms < best[1]:
-            best = (label, ms)
-    return best
-
-
 def sweep_matmul(num_sms: int, dtypes: list[str]) -> list[tuple]:
     rows = []
     N = K = 4096
@@ -323,7 +293,7 @@ def sdpa_best(q, k, v, causal: bool, sm_scale: float) -> tuple[str, float] | Non
                     )
                 )
         except Exception as e:
-            _fail(f"sdpa {name}", e)
+            fail(f"sdpa {name}", e)
             continue
         if best is None or ms < best[1]:
             best = (name, ms)
