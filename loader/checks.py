@@ -279,9 +279,7 @@ def check_ops(m: Manifest) -> None:
             raise DecodeError(f"{at}.kernels", f"{missing[0]!r} is not a kernel of the bundle")
         first = kernels[op.kernels[0]]
         params = {p.name: p.type for p in first.params}
-        cells = 1
-        for bounds in first.buckets:
-            cells *= len(bounds)
+        cells = math.prod(len(bounds) for bounds in first.buckets)
         for name in op.kernels[1:]:
             k = kernels[name]
             if (k.bucket_keys, k.buckets) != (first.bucket_keys, first.buckets) or any(
