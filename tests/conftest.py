@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -32,6 +34,25 @@ def expect_recipe(path: Path, fragments: Sequence[str]) -> None:
 
 def env_for(cache: Path, jobs: int = 2) -> Environment:
     return Environment(cache_dir=cache, jobs=jobs, progress=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_tmpdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every temporary file of the session, its subprocesses' included, under pytest's own
+    base directory, which pytest prunes to its last three runs. Without this, what a
+    killed build leaves (the interrupt tests kill some on purpose) and Inductor's cache
+    (under the temporary directory) piled up in /tmp from run to run until the disk was
+    full."""
+    tmp = tmp_path_factory.mktemp("tmp")
+    old = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    yield
+    if old is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = old
+    tempfile.tempdir = None
 
 
 @pytest.fixture
