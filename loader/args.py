@@ -7,7 +7,9 @@ from anything with ``__cuda_array_interface__``, or as raw integer device addres
 from __future__ import annotations
 
 import ctypes
+import math
 import operator
+import struct
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +44,34 @@ ITEMSIZE = {
     "i32": 4, "u32": 4, "fp32": 4,
     "i64": 8, "u64": 8, "fp64": 8,
 }  # fmt: skip
+
+
+# struct formats of the element types a pad value may have (little-endian, as the GPU)
+_PACK = {"i8": "b", "u8": "B", "i16": "h", "u16": "H", "i32": "i", "u32": "I", "i64": "q",
+         "u64": "Q", "fp16": "e", "fp32": "f", "fp64": "d"}  # fmt: skip
+
+
+def element_bytes(dtype: str, value: float) -> bytes:
+    """One element of ``dtype`` holding ``value``, as the device stores it; ValueError if
+    it cannot (an integer type given a fraction or a value out of range, a float type a
+    non-finite value, an 8-bit float or a bool type)."""
+    if dtype in INT_RANGES:
+        lo, hi = INT_RANGES[dtype]
+        if value != int(value) or not lo <= int(value) <= hi or dtype == "i1":
+            raise ValueError(f"{value!r} is no {dtype} value")
+        return struct.pack("<" + _PACK[dtype], int(value))
+    if not math.isfinite(value) or (dtype not in _PACK and dtype != "bf16"):
+        raise ValueError(f"{value!r} cannot fill {dtype}")
+    try:
+        if dtype == "bf16":  # fp32's upper half, rounded to nearest even
+            bits = struct.unpack("<I", struct.pack("<f", value))[0]
+            half = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+            if half & 0x7F80 == 0x7F80:  # rounded up to infinity
+                raise OverflowError
+            return struct.pack("<H", half)
+        return struct.pack("<" + _PACK[dtype], value)
+    except (OverflowError, struct.error):
+        raise ValueError(f"{value!r} is out of {dtype}'s range") from None
 
 
 def element_type(dtype: Any) -> str | None:

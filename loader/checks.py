@@ -245,7 +245,8 @@ def check_pipeline_sizes(p: PipelineSpec) -> None:
 
 def check_steps(m: Manifest) -> None:
     """Each pipeline step calls a kernel of the bundle with an argument per parameter of
-    the kind it takes: a tensor for a pointer, an expression for an integer."""
+    the kind it takes (a tensor for a pointer, an expression for an integer), then an
+    expression per call value; a kernel with host values is no step."""
     from .manifest import INT_TYPES
 
     kernels = {k.name: k for k in m.kernels}
@@ -254,15 +255,18 @@ def check_steps(m: Manifest) -> None:
         for j, step in enumerate(p.steps):
             at = f"pipelines[{i}].steps[{j}]"
             k = kernels.get(step.kernel)
-            if k is None or len(step.args) != len(k.params):
+            if k is None or k.host or len(step.args) != len(k.params) + len(k.call):
                 raise DecodeError(at, f"{step.kernel!r} is not a kernel of the bundle taking "
                                       f"{len(step.args)} arguments")  # fmt: skip
-            for n, (param, arg) in enumerate(zip(k.params, step.args, strict=True)):
+            for n, (param, arg) in enumerate(zip(k.params, step.args, strict=False)):
                 pointer = param.type.startswith("*")
                 if (pointer and arg not in tensors) or (
                     param.type in INT_TYPES and not isinstance(arg, str)
                 ):
                     raise DecodeError(f"{at}.args[{n}]", f"{arg!r} cannot be {param.name}")
+            for n, arg in enumerate(step.args[len(k.params) :], len(k.params)):
+                if not isinstance(arg, str):
+                    raise DecodeError(f"{at}.args[{n}]", f"{arg!r} cannot be a call value")
 
 
 def check_ops(m: Manifest) -> None:

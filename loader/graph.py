@@ -79,8 +79,9 @@ class _Binding:
 
 
 class BucketGraph:
-    """A captured bucket. ``ins`` and ``outs``: (buffer address, bytes per row) of each
-    input and each output, in call order."""
+    """A captured bucket. ``ins``: (buffer address, bytes per row, rows, address of the
+    same rows of pad values or 0) of each input; ``outs``: (buffer address, bytes per row)
+    of each output; in call order."""
 
     def __init__(
         self,
@@ -91,7 +92,7 @@ class BucketGraph:
         exec_: int,
         graph: int,
         bindings: list[_Binding] | None,
-        ins: list[tuple[int, int]],
+        ins: list[tuple[int, int, int, int]],
         outs: list[tuple[int, int]],
     ):
         self.device, self.name = device, name
@@ -114,28 +115,36 @@ class BucketGraph:
         sizes: Mapping[str, int],
         fixed: Mapping[str, int],
         resolve: Callable[[Mapping[str, int]], list[StepCall]],
-        ports: tuple[Sequence[tuple[str, int]], Sequence[tuple[str, int]]],
+        ports: tuple[Sequence[tuple[str, int, bytes | None]], Sequence[tuple[str, int]]],
         stream: int,
     ) -> BucketGraph:
         """Allocate a buffer of ``sizes[t]`` bytes per tensor, ask ``resolve`` for the steps
         given every tensor's address (``fixed`` ones, the weights, included), capture them
-        on ``stream``. ``ports``: (name, bytes per row) of the inputs, then the outputs."""
+        on ``stream``. ``ports``: (name, bytes per row, one pad element or None) of the
+        inputs, then (name, bytes per row) of the outputs. A padded input gets a second
+        buffer of its size holding the pad value, copied from at calls."""
         drv = device.drv
+        pads = {t: pad for t, _, pad in ports[0] if pad is not None}
+        regions = dict(sizes) | {(t, "pad"): sizes[t] for t in pads}
         offsets, total = {}, 0
-        for tensor, nbytes in sizes.items():
-            offsets[tensor] = total
+        for region, nbytes in regions.items():
+            offsets[region] = total
             total += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
         device.make_current()
         arena = drv.mem_alloc(total)
         try:
             drv.memset_d8(arena, 0, total)
-            addrs = {t: arena + off for t, off in offsets.items()} | dict(fixed)
+            for t, pad in pads.items():
+                drv.memcpy_htod(arena + offsets[(t, "pad")], pad * (sizes[t] // len(pad)))
+            addrs = {t: arena + offsets[t] for t in sizes} | dict(fixed)
             calls = resolve(addrs)
             exec_, graph, bindings = _record(drv, stream, calls)
             try:
                 return BucketGraph(
                     device, name, arena, total, exec_, graph, bindings,
-                    [(addrs[t], row) for t, row in ports[0]],
+                    [(addrs[t], row, sizes[t] // max(row, 1),
+                      arena + offsets[(t, "pad")] if t in pads else 0)
+                     for t, row, _ in ports[0]],
                     [(addrs[t], row) for t, row in ports[1]],
                 )  # fmt: skip
             except BaseException:
@@ -168,8 +177,11 @@ class BucketGraph:
             if copying:
                 if self.bound is not None:
                     self._point(None)
-                for (buf, row), (src, lead) in zip(self.ins, srcs, strict=False):
+                for (buf, row, rows, pad), (src, lead) in zip(self.ins, srcs, strict=False):
                     code = copy(buf, src, lead * row, stream)
+                    if not code and pad and lead < rows:  # the rows past the call
+                        code = copy(buf + lead * row, pad + lead * row, (rows - lead) * row,
+                                    stream)  # fmt: skip
                     if code:
                         self._check(code, "cuMemcpyDtoDAsync")
             code = drv.graph_launch_raw(self.exec, stream)

@@ -269,10 +269,19 @@ class PipelineTensor(Coded):
     dtype: str
     shape: tuple[str, ...]
     role: str
+    # An input's rows past a call's size, when it runs a larger bucket, hold this value
+    # (a slot of -1 that writes nothing, a context length of 0); None: earlier data.
+    pad: float | None = field(default=None, metadata=_OMIT)
 
     def _validate(self) -> None:
         if self.role not in ROLES or self.dtype not in ELEMENT_TYPES:
             raise ValueError(f"({self.name}): unknown role or dtype")
+        if self.pad is not None:
+            from .args import element_bytes
+
+            if self.role != "input":
+                raise ValueError(f"({self.name}): only an input has a pad value")
+            element_bytes(self.dtype, self.pad)  # representable
 
 
 @dataclass(frozen=True)

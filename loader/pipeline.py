@@ -53,6 +53,7 @@ class _Port:
         for s in self.rest:
             row *= s
         self.row_bytes = row
+        self.pad = None if t.pad is None else _args.element_bytes(t.dtype, t.pad)
         # The caller's dtype object (a torch.dtype) once a full check accepted it: later
         # calls compare identities instead of names.
         self.dtype_obj: Any = None
@@ -153,11 +154,14 @@ class Pipeline:
             kernel = self.bundle.kernel(step.kernel)
         except KeyError:
             raise BundleError(f"{where}: the bundle has no kernel {step.kernel!r}") from None
-        if len(step.args) != len(kernel.params):
-            raise BundleError(f"{where}: {len(step.args)} arguments for {len(kernel.params)}")
+        # The parameters' values, then the call values' (integer expressions)
+        names = [p.name for p in kernel.params] + [c.name for c in kernel.spec.call]
+        if len(step.args) != len(names) or kernel.spec.host:
+            raise BundleError(f"{where}: {len(step.args)} arguments for {len(names)}")
         makers: list[Any] = []
-        for p, a in zip(kernel.params, step.args, strict=True):
-            if p.is_pointer:
+        for i, a in enumerate(step.args):
+            p = kernel.params[i] if i < len(kernel.params) else None
+            if p is not None and p.is_pointer:
                 if not isinstance(a, str) or a not in {t.name for t in self.spec.tensors}:
                     raise BundleError(f"{where}: {p.name} names no tensor ({a!r})")
                 makers.append(("tensor", a))
@@ -165,7 +169,7 @@ class Pipeline:
                 try:
                     fn = compile_function([parse(a)], list(self.dims))
                 except ExprError as exc:
-                    raise BundleError(f"{where}: {p.name}: {exc}") from None
+                    raise BundleError(f"{where}: {names[i]}: {exc}") from None
                 makers.append(("int", fn))
             else:
                 makers.append(("number", a))
@@ -207,7 +211,7 @@ class Pipeline:
         return BucketGraph.capture(
             device, self.name, sizes, self._weights,
             lambda addrs: self._resolve(addrs, env),
-            ([(p.name, p.row_bytes) for p in self._ports_in],
+            ([(p.name, p.row_bytes, p.pad) for p in self._ports_in],
              [(p.name, p.row_bytes) for p in self._ports_out]),
             self._capture_stream,
         )  # fmt: skip

@@ -362,8 +362,10 @@ class FakeLib:
         self.ops.append(("wait", _v(stream), _v(event)))
         return 0
 
-    # The remaining calls exist so that Driver() can bind them; the loader does not use them.
-    def cuMemcpyHtoD_v2(self, *a: Any) -> int:
-        return 1
+    def cuMemcpyHtoD_v2(self, dst: Any, src: bytes, n: Any) -> int:
+        ctypes.memmove(_v(dst), src, _v(n))
+        return 0
 
-    cuMemcpyDtoH_v2 = cuMemcpyHtoD_v2
+    def cuMemcpyDtoH_v2(self, dst: Any, src: Any, n: Any) -> int:
+        ctypes.memmove(dst, _v(src), _v(n))
+        return 0

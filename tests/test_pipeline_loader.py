@@ -361,3 +361,39 @@ def test_a_graph_whose_nodes_cannot_be_read_always_copies(
     twice(x, out)
     assert "set_params" not in [op[0] for op in fake.ops]
     assert out.rows() == expect(x, 6.0) and twice.binds == {(16,): False}
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value", "raw"),
+    [("i32", -1, b"\xff\xff\xff\xff"), ("u8", 7, b"\x07"), ("fp16", 0.5, b"\x00\x38"),
+     ("bf16", 1.0, b"\x80\x3f"), ("bf16", 1.00390625, b"\x80\x3f"),
+     ("fp32", -2.0, b"\x00\x00\x00\xc0"),
+     ("i64", 2**40, (2**40).to_bytes(8, "little"))],
+)  # fmt: skip
+def test_a_pad_value_is_one_element_as_the_device_stores_it(
+    dtype: str, value: float, raw: bytes
+) -> None:
+    from loader.args import element_bytes
+
+    assert element_bytes(dtype, value) == raw  # bf16 1 + 2**-8 rounds to even: 1.0
+
+
+@pytest.mark.parametrize(
+    ("dtype", "value"), [("i32", 0.5), ("i32", 2**31), ("u8", -1), ("i1", 1), ("fp16", 1e6),
+                         ("bf16", 1e39), ("fp32", float("nan")), ("fp8e4nv", 0.0)],
+)  # fmt: skip
+def test_a_pad_value_its_dtype_cannot_hold_is_refused(dtype: str, value: float) -> None:
+    from loader.args import element_bytes
+
+    with pytest.raises(ValueError):
+        element_bytes(dtype, value)
+
+
+def test_a_manifest_padding_anything_but_an_input_is_refused() -> None:
+    from loader import manifest as mf
+
+    good = {"name": "x", "dtype": "i32", "shape": ["M"], "role": "input", "pad": -1}
+    assert mf.PipelineTensor.from_json(good).pad == -1
+    for bad in ({**good, "role": "scratch"}, {**good, "pad": 0.5}):
+        with pytest.raises(loader.BundleError):
+            mf.PipelineTensor.from_json(bad)

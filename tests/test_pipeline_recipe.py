@@ -16,6 +16,11 @@ from .conftest import expect_recipe
 
 RECIPES = Path(__file__).resolve().parents[1] / "recipes"
 GOOD = (RECIPES / "mlp.toml").read_text()
+# rmsnorm's grid and sizes, and the same launched over a keyword call value ``rows``
+RMS_GRID = GOOD[GOOD.index('grid = "M"') : GOOD.index("sizes = { N = 4096 }") + 20]
+ROWS_GRID = RMS_GRID.replace('grid = "M"', 'grid = "rows"\ncall = { rows = "keyword" }').replace(
+    "sizes = { N = 4096 }", "sizes = { N = 4096, rows = 4096 }"
+)
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -57,6 +62,36 @@ def test_a_symbolic_scratch_gets_symbolic_strides(tmp_path: Path) -> None:
     # rmsnorm's w_ptr is [N] = [M] but w_norm is [4096]: found at M=1.
     with pytest.raises(RecipeError, match=r"'w_norm' has shape \[4096\] at M=1"):
         load(write(tmp_path, text))
+
+
+def test_call_values_follow_the_arguments_and_shapes_may_have_any_size(tmp_path: Path) -> None:
+    """A step gives a keyword call value as an expression (after the arguments, in the
+    manifest), and a kernel's "*" dimension takes the tensor's size unchecked; a pad value
+    is kept for its input."""
+    text = GOOD.replace(RMS_GRID, ROWS_GRID, 1)
+    text = text.replace(
+        'shapes = { x_ptr = ["M", "N"], w_ptr = ["N"]',
+        'shapes = { x_ptr = ["M", "N"], w_ptr = ["*"]',
+        1,
+    )
+    text = text.replace(
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
+        'w_norm = { role = "weight", dtype = "bf16", shape = [8192] }',
+        1,
+    )
+    text = text.replace(
+        'x = { role = "input", dtype = "bf16", shape = ["M", 4096] }',
+        'x = { role = "input", dtype = "bf16", shape = ["M", 4096], pad = 0.5 }',
+        1,
+    )
+    text = text.replace(
+        'out_ptr = "h", eps = 1e-5 }', 'out_ptr = "h", eps = 1e-5, rows = "2 * M" }', 1
+    )
+    (spec,) = load(write(tmp_path, text)).pipelines
+    rmsnorm = next(s for s in spec.steps if s.kernel == "rmsnorm")
+    assert rmsnorm.args == ("x", "w_norm", "h", "M", "4096", "4096", "4096", 1e-5, "2 * M")
+    assert spec.tensor("x").pad == 0.5 and spec.tensor("h").pad is None
+    assert mf.PipelineSpec.from_json(spec.to_json(), "p") == spec
 
 
 def test_a_state_tensor_is_bound_like_a_weight_and_may_be_written(tmp_path: Path) -> None:
@@ -243,6 +278,45 @@ CASES = [
         'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
         'w_norm = { role = "weight", dtype = "bf16", shape = [' + "1, " * 20 + "4096] }",
         ["[[pipeline]] mlp.tensors.w_norm.shape: has 21 dimensions; at most 16"],
+    ),
+    (
+        "a padded weight",
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
+        'w_norm = { role = "weight", dtype = "bf16", shape = [4096], pad = 0 }',
+        ["mlp.tensors.w_norm.pad: only an input is padded", "remove pad"],
+    ),
+    (
+        "a pad the dtype cannot hold",
+        'x = { role = "input", dtype = "bf16", shape = ["M", 4096] }',
+        'x = { role = "input", dtype = "bf16", shape = ["M", 4096], pad = 1e39 }',
+        ["mlp.tensors.x.pad: 1e+39 is not a bf16 value"],
+    ),
+    (
+        "a pad that is no number",
+        'x = { role = "input", dtype = "bf16", shape = ["M", 4096] }',
+        'x = { role = "input", dtype = "bf16", shape = ["M", 4096], pad = "-1" }',
+        ["mlp.tensors.x.pad: '-1': give a number of x's dtype (bf16)"],
+    ),
+    (
+        "a stride of any size",
+        'strides = { x_ptr = ["stride_x", 1], out_ptr = ["stride_out", 1] }',
+        'strides = { x_ptr = ["*", 1], out_ptr = ["stride_out", 1] }',
+        ['[[kernel]] rmsnorm.strides.x_ptr: "*" is for shapes (a dimension of any size)'],
+    ),
+    (
+        "a keyword call value the step does not give",
+        RMS_GRID,
+        ROWS_GRID,
+        [
+            "mlp.step[0] (rmsnorm).args.rows: missing: rows is a call value of rmsnorm (passed "
+            "by keyword); give rows = ... in args"
+        ],
+    ),
+    (
+        "a step using a kernel with host values",
+        'grid = "M"\ndtypes = { T = ["bf16"] }\nsignature = { x_ptr',
+        'grid = "M"\nhost = ["BLOCK_N"]\ndtypes = { T = ["bf16"] }\nsignature = { x_ptr',
+        ["mlp.step[0] (rmsnorm).kernel: rmsnorm has host values (BLOCK_N)"],
     ),
 ]
 

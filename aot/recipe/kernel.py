@@ -23,7 +23,7 @@ from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
 from ..config import Config, Constexpr
 from ..shipped import Autotune, Shipped
-from .kernel_access import parse_access
+from .kernel_access import Shape, parse_access
 from .kernel_call import CallValue, parse_call
 from .kernel_descriptors import parse_descriptors
 from .kernel_launch import (
@@ -81,8 +81,8 @@ class KernelRecipe:
     # What the kernel reads and writes, for checking pipelines (aot/recipe/pipeline.py):
     # pointer param -> its tensor's shape, and strides, as expressions of integer params
     # (a stride may also be a literal); and the pointer params the kernel writes.
-    shapes: Mapping[str, tuple[Expr, ...]] = field(default_factory=dict)
-    strides: Mapping[str, tuple[Expr, ...]] = field(default_factory=dict)
+    shapes: Mapping[str, Shape] = field(default_factory=dict)
+    strides: Mapping[str, Shape] = field(default_factory=dict)
     writes: tuple[str, ...] = ()
     # What a shipped kernel brings (see DESIGN in recipes/README.md, "Kernels as shipped"):
     configs: tuple[Config, ...] = ()  # an explicit search space (@triton.autotune's)

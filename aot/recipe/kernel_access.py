@@ -1,6 +1,8 @@
 """How a kernel touches its pointers, for checking the pipelines that use it
 (aot/recipe/pipeline.py): each pointer's ``shapes`` and ``strides`` as expressions of the
-integer arguments (a stride may also be a literal), and the pointers it ``writes``."""
+integer arguments (a stride may also be a literal), and the pointers it ``writes``. A
+dimension of a shape may be ``"*"``: any size, one the kernel is not told and indexes
+only through data (a KV cache's blocks, through a block table)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,9 @@ from loader.manifest import INT_TYPES
 from .validate import Validator, sorted_names
 
 MAX_RANK = 16  # dimensions of a tensor
-Access = tuple[dict[str, tuple[Expr, ...]], dict[str, tuple[Expr, ...]], tuple[str, ...]]
+ANY = "*"  # a shape's dimension of any size
+Shape = tuple[Expr | None, ...]  # None: ANY
+Access = tuple[dict[str, Shape], dict[str, Shape], tuple[str, ...]]
 
 
 def parse_access(
@@ -38,8 +42,8 @@ def parse_access(
 
 def _dims(
     v: Validator, k: Mapping[str, Any], w: str, table: str, pointers: list[str], ints: set[str]
-) -> dict[str, tuple[Expr, ...]]:
-    out: dict[str, tuple[Expr, ...]] = {}
+) -> dict[str, Shape]:
+    out: dict[str, Shape] = {}
     for pname, raw in v.table(k, table, w).items():
         key = f"{w}.{table}.{pname}"
         if pname not in pointers:
@@ -51,5 +55,13 @@ def _dims(
                 key, f'must be a non-empty list of at most {MAX_RANK} expressions, e.g. ["M", "K"]'
             )
         hint = f"use integer arguments of the signature: {sorted_names(ints)}"
-        out[pname] = tuple(v.expr(item, key, ints, hint) for item in raw)
+        if table == "shapes":
+            hint += ', or "*" for a dimension of any size'
+        elif ANY in raw:
+            v.fail(key, '"*" is for shapes (a dimension of any size); every stride is an '
+                   "integer argument or a literal")  # fmt: skip
+        out[pname] = tuple(
+            None if item == ANY and table == "shapes" else v.expr(item, key, ints, hint)
+            for item in raw
+        )
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from loader.args import element_bytes
 from loader.expr import Expr
 from loader.manifest import ELEMENT_TYPES, ROLES, PipelineSpec
 from loader.manifest import PipelineTensor as Tensor
@@ -24,7 +25,7 @@ from .pipeline_steps import Declared, Flow, check_step
 from .validate import IDENT, Validator, show, sorted_names
 
 PIPELINE_KEYS = ("name", "buckets", "tensors", "step")
-TENSOR_KEYS = ("role", "dtype", "shape")
+TENSOR_KEYS = ("role", "dtype", "shape", "pad")
 # Every step is checked at every bucket combination; past these, a pipeline (or all of a
 # recipe's together) is too big to check.
 MAX_COMBINATIONS = 4096
@@ -78,6 +79,7 @@ def check_pipeline(
     v.keys(p, PIPELINE_KEYS, w)
     buckets = _buckets(v, p, w)
     tensors = _tensors(v, p, w, buckets)
+    pads = _pads(v, p, w, tensors)
     steps_raw = p.get("step")
     if not isinstance(steps_raw, list) or not steps_raw:
         v.fail(f"{w}.step", "the pipeline has no steps; add [[pipeline.step]] tables")
@@ -93,7 +95,8 @@ def check_pipeline(
         dims=tuple(buckets),
         buckets=tuple(buckets.values()),
         tensors=tuple(
-            Tensor(n, t.dtype, tuple(e.text for e in t.shape), t.role) for n, t in tensors.items()
+            Tensor(n, t.dtype, tuple(e.text for e in t.shape), t.role, pads.get(n))
+            for n, t in tensors.items()
         ),
         steps=tuple(steps),
     )
@@ -145,6 +148,30 @@ def _tensors(
             v.fail(f"{w}.buckets.{dim}", f"no input tensor has {dim} as its first dimension, "
                    "so a call could not tell its size; make it the leading dimension of an "
                    "input")  # fmt: skip
+    return out
+
+
+def _pads(
+    v: Validator, p: Mapping[str, Any], w: str, tensors: Mapping[str, Declared]
+) -> dict[str, float]:
+    """Each input's ``pad``: the value its rows past a call's size hold in a larger bucket."""
+    out: dict[str, float] = {}
+    for name, t in p["tensors"].items():
+        if "pad" not in t:
+            continue
+        key = f"{w}.tensors.{name}.pad"
+        role, dtype, raw = tensors[name].role, tensors[name].dtype, t["pad"]
+        if role != "input":
+            v.fail(key, f"only an input is padded (rows past a call's size); {name!r} is a "
+                   f"{role}: remove pad")  # fmt: skip
+        if isinstance(raw, bool) or not isinstance(raw, int | float):
+            v.fail(key, f"{show(raw)}: give a number of {name}'s dtype ({dtype}), e.g. pad = -1")
+        try:
+            element_bytes(dtype, raw)
+        except (ValueError, OverflowError):
+            v.fail(key, f"{show(raw)} is not a {dtype} value; give one that {dtype} holds "
+                   "exactly")  # fmt: skip
+        out[name] = raw
     return out
 
 

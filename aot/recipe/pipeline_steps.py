@@ -85,10 +85,14 @@ def check_step(
     sw = f"{sw} ({kname})"
     args = v.table(s, "args", sw)
     sig = kr.signature
+    if kr.host:
+        v.fail(f"{sw}.kernel", f"{kname} has host values ({', '.join(kr.host)}), which a "
+               "service prepares its data for call by call: no step can use it")  # fmt: skip
     for a in args:
-        if a not in sig:
-            close = difflib.get_close_matches(a, list(sig), n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"arguments: {', '.join(sig)}"
+        if a not in sig and a not in kr.call:
+            known = [*sig, *kr.call]
+            close = difflib.get_close_matches(a, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"arguments: {', '.join(known)}"
             v.fail(f"{sw}.args.{a}", f"{kname} has no argument {a!r}; {hint}")
     pointers = {p: _pointer(v, sw, p, args, kr, tensors) for p in sig if sig[p].startswith("*")}
     bound = _bind(v, sw, kr, args, pointers, tensors, set(buckets))
@@ -104,7 +108,41 @@ def check_step(
             out.append(bound[p].text)
         else:
             out.append(_number(v, args.get(p), f"{sw}.args.{p}", p, ptype))
+    out.extend(e.text for e in _call_values(v, sw, kr, args, pointers, tensors, set(buckets)))
     return PipelineStep(kname, tuple(out))
+
+
+def _call_values(
+    v: Validator,
+    sw: str,
+    kr: KernelRecipe,
+    args: Mapping[str, Any],
+    pointers: Mapping[str, str],
+    tensors: Mapping[str, Declared],
+    dims: set[str],
+) -> list[Expr]:
+    """Each call value of the kernel (its launch values that are no argument), in the
+    order the bundle lists them, as an expression of the pipeline's dimensions: given in
+    ``args``, or the dimension of the tensor its ``shape(ARG, DIM)`` reads."""
+    out = []
+    for name, cv in kr.call.items():
+        key = f"{sw}.args.{name}"
+        if name in args:
+            raw = args[name]
+            if isinstance(raw, bool) or not isinstance(raw, int | str):
+                v.fail(key, f"{raw!r}: give an integer or an expression of {sorted_names(dims)}")
+            hint = f"expressions read the pipeline's dimensions {sorted_names(dims)}"
+            out.append(v.expr(raw, key, dims, hint))
+            continue
+        if cv.arg is None:
+            v.fail(key, f"missing: {name} is a call value of {kr.name} (passed by keyword); give "
+                   f"{name} = ... in args")  # fmt: skip
+        shape = tensors[pointers[cv.arg]].shape
+        if cv.dim >= len(shape):
+            v.fail(key, f"{name} is dimension {cv.dim} of {cv.arg}, but {pointers[cv.arg]!r} has "
+                   f"{len(shape)} dimensions; give {name} = ... in args")  # fmt: skip
+        out.append(shape[cv.dim])
+    return out
 
 
 def _number(v: Validator, value: Any, key: str, p: str, ptype: str) -> float:
@@ -139,8 +177,10 @@ def _pointer(
     return name
 
 
-def _bare(e: Expr) -> str | None:
+def _bare(e: Expr | None) -> str | None:
     """The name, if the expression is nothing but one name."""
+    if e is None:  # "*": any size
+        return None
     return e.text.strip() if len(e.names) == 1 and e.text.strip() in e.names else None
 
 
@@ -231,13 +271,15 @@ def _check_at(
         have = [value(e, env, key, f"{tname!r}'s shape: ") for e in t.shape]
         if any(x < 0 for x in have):
             v.fail(key, f"{tname!r} has a negative size {have} at {at}")
-        want = [value(e, kv, f"[[kernel]] {kr.name}.shapes.{p}") for e in kr.shapes[p]]
+        want = [h if e is None else value(e, kv, f"[[kernel]] {kr.name}.shapes.{p}")
+                for e, h in zip(kr.shapes[p], have, strict=True)]  # fmt: skip
         if have != want:
             v.fail(key, f"{tname!r} has shape {have} at {at}, but {kr.name} reads {p} as "
                    f"{_show(kr.shapes[p])} = {want} with these arguments")  # fmt: skip
         if p in kr.strides:
             have_s = [value(e, env, key, f"{tname!r}'s strides: ") for e in t.strides]
-            want_s = [value(e, kv, f"[[kernel]] {kr.name}.strides.{p}") for e in kr.strides[p]]
+            want_s = [h if e is None else value(e, kv, f"[[kernel]] {kr.name}.strides.{p}")
+                      for e, h in zip(kr.strides[p], have_s, strict=True)]  # fmt: skip
             if have_s != want_s:
                 v.fail(key, f"{tname!r} is row-major with strides {have_s} at {at}, but "
                        f"{kr.name} is given strides {want_s} for {p} "
@@ -267,5 +309,5 @@ def _check_dtypes(
             v.fail(f"{sw}.args.{p}", f"{tname!r} is {dtype}; {kr.name} takes {elem} for {p}")
 
 
-def _show(exprs: tuple[Expr, ...]) -> str:
-    return "[" + ", ".join(e.text for e in exprs) + "]"
+def _show(exprs: tuple[Expr | None, ...]) -> str:
+    return "[" + ", ".join("*" if e is None else e.text for e in exprs) + "]"
