@@ -63,6 +63,8 @@ POINTERS = {
     "num_post_padded_ptr": "*i32",
     "ids_ptr": "*i32",
     "topk_ids_ptr": "*i32",
+    "positions_ptr": "*i32",
+    "slots_ptr": "*i32",
 }
 
 
@@ -75,7 +77,7 @@ def _signature(fn: Any, dt: str, constexprs: dict[str, Any]) -> dict[str, str]:
         elif name.endswith("_ptr"):
             sig[name] = POINTERS.get(name, f"*{dt}")
         else:
-            sig[name] = "fp32" if name == "sm_scale" else "i32"
+            sig[name] = "fp32" if name in ("sm_scale", "rope_theta") else "i32"
     return sig
 
 
@@ -102,6 +104,8 @@ def _gemm(silu: bool, bm: int, bn: int, bk: int) -> dict[str, Any]:
             "FUSE_SILU_MUL": silu, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}  # fmt: skip
 
 
+_ROTARY = {"NUM_Q_HEADS": 32, "NUM_KV_HEADS": 8, "HEAD_DIM": 128, "BLOCK_SIZE": 16}
+
 # (module, kernel, constexprs, num_warps, num_stages, dots on tensor cores)
 COMPILES = {
     "paged-G8-bn64": ("pa", "paged_decode", _paged(8, 64), 4, 2, True),
@@ -120,6 +124,7 @@ COMPILES = {
                   {"NUM_EXPERTS": 64, "BLOCK_M": 64, "BLOCK_P": 64}, 8, 1, False),
     "gemm-up-16x64x128": ("moe", "moe_gemm", _gemm(True, 16, 64, 128), 4, 4, True),
     "gemm-down-64x128x64": ("moe", "moe_gemm", _gemm(False, 64, 128, 64), 4, 3, True),
+    "rotary-q32-kv8": ("rot", "rotary_cache", _ROTARY, 4, 1, False),
     "combine": ("moe", "moe_combine",
                 {"TOP_K": 2, "MUL_ROUTING_WEIGHT": True, "BLOCK_H": 1024}, 4, 1, False),
 }  # fmt: skip
@@ -132,6 +137,7 @@ def compiled_mods(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield {
             "pa": _load("paged_attention", "decode_paged_attention_compiled"),
             "moe": _load("moe", "decode_moe_compiled"),
+            "rot": _load("rotary", "decode_rotary_compiled"),
         }
 
 
@@ -322,10 +328,48 @@ CASES["route-T9-E60-k4-renorm1-bf16"] = partial(_route_case, T=9, E=60, k=4, ren
 CASES["moe-T19-E8-k2-bm32-bf16"] = partial(_moe_case, T=19, E=8, k=2, bm=32, dtype="bf16")
 
 
+def _rotary_case(mods: dict[str, ModuleType], slots: tuple[int, ...], dtype: str) -> float:
+    """Queries rotated, keys rotated and values copied into the cache at each token's slot;
+    a slot of -1 or past the cache writes nothing (the cache is NaN elsewhere, so a stray
+    write shows as a finite value where NaN was expected, and a missed one as NaN)."""
+    import torch
+
+    rot = mods["rot"]
+    hq, hkv, d, bs, blocks, theta = 4, 2, 32, 4, 3, 10000.0
+    g = torch.Generator().manual_seed(len(slots))
+    t = len(slots)
+    torch_dtype = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtype])
+    qkv = torch.randn(t, (hq + 2 * hkv) * d, generator=g).to(torch_dtype)
+    positions = torch.tensor([0, 1, 7, 4095, 32767, 100][:t], dtype=torch.int32)
+    slots_t = torch.tensor(slots, dtype=torch.int32)
+    kc = torch.full((blocks, hkv, bs, d), float("nan"), dtype=torch_dtype)
+    vc = torch.full_like(kc, float("nan"))
+    q_out = torch.full((t, hq * d), float("nan"), dtype=torch_dtype)
+    want_q, want_k, want_v = rot.rotary_reference(qkv, positions, slots_t, kc, vc, hq, hkv, d,
+                                                   theta)  # fmt: skip
+    rot.rotary_cache[(t, hq + 2 * hkv)](
+        qkv, positions, slots_t, q_out, kc, vc, t, blocks * bs, theta, qkv.stride(0),
+        q_out.stride(0), *kc.stride()[:3], *vc.stride()[:3],
+        NUM_Q_HEADS=hq, NUM_KV_HEADS=hkv, HEAD_DIM=d, BLOCK_SIZE=bs,
+    )  # fmt: skip
+    written = ~want_k.isnan()
+    assert bool((kc.isnan() == ~written).all()) and bool((vc.isnan() == ~written).all())
+    return max(_relative_error(q_out, want_q),
+               _relative_error(kc[written], want_k[written]),
+               _relative_error(vc[written], want_v[written]))  # fmt: skip
+
+
+# slots: in order, shuffled over blocks, a padded row (-1) and one past the cache (12)
+for _dtype in ("fp16", "bf16"):
+    CASES[f"rotary-slots-{_dtype}"] = partial(_rotary_case, slots=(0, 5, 11, 2, -1, 12),
+                                              dtype=_dtype)  # fmt: skip
+
+
 def _modules() -> dict[str, Any]:
     return {
         "pa": _load("paged_attention", "decode_paged_attention"),
         "moe": _load("moe", "decode_moe"),
+        "rot": _load("rotary", "decode_rotary"),
         "ref": _load("reference", "decode_reference"),
     }
 
