@@ -5,7 +5,10 @@ block table's width. tests/gpu/test_decode_gpu.py checks its results on an H200.
 
 from __future__ import annotations
 
+import ctypes
+import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +81,78 @@ def test_moe_up_launches_for_the_block_size_the_service_aligned_with(
     assert fake.launches[-1].grid == (blocks, -(-14336 // cfg["BLOCK_N"]), 1)
     with pytest.raises(loader.ArgumentError, match="BLOCK_M"):
         kernel(a, w, c, weights, *ids, pairs, 14336, 4096, *strides, BLOCK_M=block_m * 8)
+
+
+# -- the attention pipeline -----------------------------------------------------------------
+
+
+class _Rows:
+    """An input in host memory (the fake driver's device memory), rows of ``width`` int32
+    or bf16 words."""
+
+    def __init__(self, rows: int, width: int, dtype: str, values: list[int]):
+        self.shape = (rows, width) if width else (rows,)
+        self.dtype, self.is_cuda = dtype, True
+        n = rows * max(width, 1)
+        self.buf = ctypes.create_string_buffer(struct.pack(f"<{n}i" if "int" in dtype else
+                                                           f"<{n}H", *values) or b"\0")  # fmt: skip
+
+    def data_ptr(self) -> int:
+        return ctypes.addressof(self.buf)
+
+    def is_contiguous(self) -> bool:
+        return True
+
+
+def _inputs(t: int) -> list[_Rows]:
+    bf16, i32 = "torch.bfloat16", "torch.int32"
+    return [
+        _Rows(t, 4096, bf16, [0x3F80] * (t * 4096)),  # x: ones
+        _Rows(t, 0, i32, list(range(7, 7 + t))),  # positions
+        _Rows(t, 0, i32, [100 + i for i in range(t)]),  # cache slots
+        _Rows(t, 2048, i32, [i % 50 for i in range(t * 2048)]),  # block tables
+        _Rows(t, 0, i32, [10 + i for i in range(t)]),  # context lengths
+    ]
+
+
+def _words(launch: Any, name: str, kernel: Any) -> int:
+    """A launch's value of ``name`` (a kernel parameter), as the fake driver recorded it."""
+    return int(launch.params[[p.name for p in kernel.params].index(name)])
+
+
+@pytest.mark.parametrize("t", [1, 3, 4, 300])
+def test_attention_pipeline_pads_rows_so_that_padding_neither_writes_nor_reads_the_cache(
+    fake: FakeLib, bundle: Path, t: int
+) -> None:
+    """A call of t tokens runs the bucket above: the rotary/cache step and the paged decode
+    launch over the bucket's rows, whose slots past t are -1 (no cache write) and context
+    lengths 0 (nothing read); the KV heads come from the cache's shape."""
+    b = loader.open(bundle)
+    weights = {"w_norm": 0x1000, "w_qkv": 0x2000, "w_o": 0x3000, "k_cache": 0x4000,
+               "v_cache": 0x5000}  # fmt: skip
+    step = b.pipeline("attention", **weights)
+    ins = _inputs(t)
+    out = _Rows(t, 4096, "torch.bfloat16", [0] * (t * 4096))
+    step(*ins, out)
+    bucket = next(x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if x >= t)
+    names = [fake.functions.get(launch.function, "") for launch in fake.launches]
+    steps = ["rmsnorm", "matmul", "rotary_cache", "paged_decode", "matmul_residual"]
+    assert [n.split("_kernel")[0] for n in names] == steps
+    rotary, paged = fake.launches[2], fake.launches[3]
+    assert rotary.grid == (bucket, 48, 1) and paged.grid == (bucket, 8, 1)
+    # The graph's own buffers (exact calls are bound to the caller's tensors instead).
+    slots_at = _words(rotary, "slots_ptr", b["rotary_cache"]) & 0xFFFFFFFFFFFFFFFF
+    lens_at = _words(paged, "context_lens_ptr", b["paged_decode"]) & 0xFFFFFFFFFFFFFFFF
+    if t == bucket:
+        assert (slots_at, lens_at) == (ins[2].data_ptr(), ins[4].data_ptr())
+        return
+    slots = struct.unpack(f"<{bucket}i", ctypes.string_at(slots_at, 4 * bucket))
+    lens = struct.unpack(f"<{bucket}i", ctypes.string_at(lens_at, 4 * bucket))
+    assert list(slots) == [100 + i for i in range(t)] + [-1] * (bucket - t)
+    assert list(lens) == [10 + i for i in range(t)] + [0] * (bucket - t)
+    # A smaller call into the same bucket: its rows replace the larger call's, pads again.
+    fewer = bucket // 2 + 1
+    if fewer < t:
+        step(*_inputs(fewer), _Rows(fewer, 4096, "torch.bfloat16", [0] * (fewer * 4096)))
+        slots = struct.unpack(f"<{bucket}i", ctypes.string_at(slots_at, 4 * bucket))
+        assert list(slots) == [100 + i for i in range(fewer)] + [-1] * (bucket - fewer)

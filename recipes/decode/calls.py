@@ -104,3 +104,38 @@ def moe_up_reference(x, w1, c, weights, sorted_ids, expert_ids, total, pairs, *r
         if mine.numel():
             out[mine] = _ref.expert_up(x[mine // TOP_K], w1, e)
     return {"c_ptr": out}
+
+
+# -- the decode step's rotary embedding and KV-cache write ---------------------------------
+
+ROPE_THETA = 500000.0  # Llama 3's
+_rot = _sibling("rotary")
+
+
+def rotary_cache_inputs(sizes, dtypes, device="cuda"):
+    """num_tokens tokens at scattered positions, written to scattered slots of a cache one
+    block larger than they need; the last token, once there are two, has slot -1 (a
+    graph's padded row), which must write nothing."""
+    t = sizes["num_tokens"]
+    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    g = torch.Generator().manual_seed(t)
+    width = (NUM_Q_HEADS + 2 * NUM_KV_HEADS) * HEAD_DIM
+    qkv = torch.randn(t, width, generator=g).to(dt).to(device)
+    positions = torch.randint(0, 32768, (t,), generator=g, dtype=torch.int32).to(device)
+    blocks = -(-t // BLOCK_SIZE) + 1
+    slots = torch.randperm(blocks * BLOCK_SIZE, generator=g)[:t].to(torch.int32)
+    if t >= 2:
+        slots[-1] = -1
+    k_cache = torch.zeros(blocks, NUM_KV_HEADS, BLOCK_SIZE, HEAD_DIM, dtype=dt, device=device)
+    v_cache = torch.zeros_like(k_cache)
+    q_out = torch.empty(t, NUM_Q_HEADS * HEAD_DIM, dtype=dt, device=device)
+    return [qkv, positions, slots.to(device), q_out, k_cache, v_cache, t, blocks * BLOCK_SIZE,
+            ROPE_THETA, qkv.stride(0), q_out.stride(0), *k_cache.stride()[:3],
+            *v_cache.stride()[:3]]  # fmt: skip
+
+
+def rotary_cache_reference(qkv, positions, slots, q_out, k_cache, v_cache, t, num_slots,
+                           theta, *strides):  # fmt: skip
+    q, k, v = _rot.rotary_reference(qkv, positions, slots, k_cache, v_cache, NUM_Q_HEADS,
+                                    NUM_KV_HEADS, HEAD_DIM, theta)  # fmt: skip
+    return {"q_out_ptr": q, "k_cache_ptr": k, "v_cache_ptr": v}
