@@ -327,11 +327,7 @@ def _sweep_one_moe(dtype: str, T: int, inputs):
         down_out = x.new_empty(T * TOP_K, HIDDEN)
         moe.grouped_gemm(act, w2, down_out, weights, a2, TOP_K, per_pair=True, mul_weight=True,
                          silu_mul=False, config=cfg_down.config())  # fmt: skip
-        out = x.new_empty(T, HIDDEN)
-        moe.moe_combine[(T, triton.cdiv(HIDDEN, 1024))](
-            down_out, weights, out, T, HIDDEN, down_out.stride(0), out.stride(0),
-            TOP_K=TOP_K, MUL_ROUTING_WEIGHT=False, BLOCK_H=1024)  # fmt: skip
-        return out
+        return moe.combine(down_out, weights, TOP_K)
 
     best = best_of([(f"up {cfg_up} | down {cfg_down}", lambda: layer)])
     _, ids = moe.route(logits, TOP_K)

@@ -99,9 +99,14 @@ def _paged(G: int, bn: int, splits: int = 0) -> dict[str, Any]:
     return {**consts, "NUM_SPLITS": splits} if splits else consts
 
 
-def _gemm(silu: bool, bm: int, bn: int, bk: int) -> dict[str, Any]:
+def _gemm(silu: bool, bm: int, bn: int, bk: int, align: int = 0) -> dict[str, Any]:
     return {"TOP_K": 2, "A_PER_PAIR": not silu, "MUL_ROUTING_WEIGHT": not silu,
-            "FUSE_SILU_MUL": silu, "BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk}  # fmt: skip
+            "FUSE_SILU_MUL": silu, "ALIGN": align, "BLOCK_M": bm, "BLOCK_N": bn,
+            "BLOCK_K": bk}  # fmt: skip
+
+
+def _combine(weighted: bool, residual: bool) -> dict[str, Any]:
+    return {"TOP_K": 2, "MUL_ROUTING_WEIGHT": weighted, "ADD_RESIDUAL": residual, "BLOCK_H": 1024}
 
 
 _ROTARY = {"NUM_Q_HEADS": 32, "NUM_KV_HEADS": 8, "HEAD_DIM": 128, "BLOCK_SIZE": 16}
@@ -125,8 +130,9 @@ COMPILES = {
     "gemm-up-16x64x128": ("moe", "moe_gemm", _gemm(True, 16, 64, 128), 4, 4, True),
     "gemm-down-64x128x64": ("moe", "moe_gemm", _gemm(False, 64, 128, 64), 4, 3, True),
     "rotary-q32-kv8": ("rot", "rotary_cache", _ROTARY, 4, 1, False),
-    "combine": ("moe", "moe_combine",
-                {"TOP_K": 2, "MUL_ROUTING_WEIGHT": True, "BLOCK_H": 1024}, 4, 1, False),
+    "gemm-up-16x64x128-align64": ("moe", "moe_gemm", _gemm(True, 16, 64, 128, 64), 4, 4, True),
+    "combine": ("moe", "moe_combine", _combine(True, False), 4, 1, False),
+    "combine-residual": ("moe", "moe_combine", _combine(False, True), 4, 1, False),
 }  # fmt: skip
 
 
@@ -283,7 +289,10 @@ def _guarded(rows: int, cols: int, like: Any) -> tuple[Any, Any]:
     return whole[:rows], whole
 
 
-def _moe_case(mods: dict[str, ModuleType], T: int, E: int, k: int, bm: int, dtype: str) -> float:
+def _moe_case(mods: dict[str, ModuleType], T: int, E: int, k: int, bm: int, dtype: str,
+              align: int = 0) -> float:  # fmt: skip
+    """The layer kernel by kernel; ``align``: the pairs aligned to that block size (as a
+    CUDA graph does, for any BLOCK_M it may launch) rather than to BLOCK_M."""
     import torch
 
     moe, ref = mods["moe"], mods["ref"]
@@ -291,24 +300,23 @@ def _moe_case(mods: dict[str, ModuleType], T: int, E: int, k: int, bm: int, dtyp
     x, logits, w1, w2 = ref.moe_inputs(T, E, hidden, ffn, dtype, device="cpu", seed=T)
     cfg = {"BLOCK_M": bm, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}
     weights, ids = moe.route(logits, k)
-    aligned = moe.align(ids, E, bm)
+    aligned = moe.align(ids, E, align or bm)
     act, act_all = _guarded(T * k, ffn, x)
     moe.grouped_gemm(x, w1, act, weights, aligned, k, per_pair=False, mul_weight=False,
-                     silu_mul=True, config=cfg)  # fmt: skip
+                     silu_mul=True, config=cfg, align=align)  # fmt: skip
     down, down_all = _guarded(T * k, hidden, x)
     moe.grouped_gemm(act, w2, down, weights, aligned, k, per_pair=True, mul_weight=True,
-                     silu_mul=False, config=cfg)  # fmt: skip
+                     silu_mul=False, config=cfg, align=align)  # fmt: skip
     # padded rows (sentinel ids) must store nothing: the guard rows stay NaN
     assert bool(act_all[T * k :].isnan().all()) and bool(down_all[T * k :].isnan().all())
     flat = ids.reshape(-1).long()
     want_act = torch.stack([ref.expert_up(x[p // k][None], w1, int(e))[0]
                             for p, e in enumerate(flat)])  # fmt: skip
     errors = [_relative_error(act, want_act)]
-    out = x.new_empty(T, hidden)
-    moe.moe_combine[(T, 2)](down, weights, out, T, hidden, down.stride(0), out.stride(0),
-                            TOP_K=k, MUL_ROUTING_WEIGHT=False, BLOCK_H=64)  # fmt: skip
     want = ref.moe_reference(x, w1, w2, weights, ids.long())
-    errors.append(_relative_error(out, want))
+    errors.append(_relative_error(moe.combine(down, weights, k, block_h=64), want))
+    with_residual = moe.combine(down, weights, k, residual=x, block_h=64)
+    errors.append(_relative_error(with_residual, want + x.double()))
     errors.append(_relative_error(moe.fused_moe(x, w1, w2, logits, k, cfg, block_h=32), want))
     return max(errors)
 
@@ -326,6 +334,11 @@ for _T, _E, _k in ((1, 4, 2), (5, 8, 2), (37, 8, 2), (40, 4, 2)):
 CASES["route-T9-E60-k4-renorm1-bf16"] = partial(_route_case, T=9, E=60, k=4, renorm=True,
                                                 dtype="bf16")  # fmt: skip
 CASES["moe-T19-E8-k2-bm32-bf16"] = partial(_moe_case, T=19, E=8, k=2, bm=32, dtype="bf16")
+for _T in (1, 37):  # aligned to 64 rows, launched with BLOCK_M 16 and 32
+    for _bm in (16, 32):
+        CASES[f"moe-T{_T}-E8-k2-bm{_bm}-align64-fp16"] = partial(
+            _moe_case, T=_T, E=8, k=2, bm=_bm, dtype="fp16", align=64
+        )
 
 
 def _rotary_case(mods: dict[str, ModuleType], slots: tuple[int, ...], dtype: str) -> float:

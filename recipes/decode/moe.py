@@ -20,10 +20,14 @@ For T tokens of width H routed to TOP_K of E experts of FFN width F ("pairs" are
    (A_PER_PAIR). FUSE_SILU_MUL: W holds [gate | up] along N (2 * N columns) and
    C = silu(A @ W_gate) * (A @ W_up), [num_pairs, N]. MUL_ROUTING_WEIGHT scales each row by
    its pair's weight. Sentinel rows load nothing and store nothing; M-blocks past the padded
-   total return at once. Grid (max M-blocks, cdiv(N, BLOCK_N)), M fastest, so that the
-   programs reading one expert's W tile run together and share it in L2.
+   total, or of sentinels only, return at once. Grid (max M-blocks, cdiv(N, BLOCK_N)), M
+   fastest, so that the programs reading one expert's W tile run together and share it in
+   L2. ALIGN: the block size the pairs were aligned to (moe_align's BLOCK_M, expert_ids one
+   per ALIGN rows), a multiple of BLOCK_M; 0 means BLOCK_M. A CUDA graph aligns once to the
+   largest BLOCK_M it may launch, whatever the tuned one.
 4. ``moe_combine``: out[t] = sum over slots of C[t * TOP_K + slot] (times the weight when
-   MUL_ROUTING_WEIGHT), accumulated in fp32. Grid (T, cdiv(H, BLOCK_H)).
+   MUL_ROUTING_WEIGHT), accumulated in fp32, plus res[t] with ADD_RESIDUAL (``res`` laid out
+   as ``out``). Grid (T, cdiv(H, BLOCK_H)).
 
 ``fused_moe`` runs the layer with these kernels, as a service would, from Triton's JIT.
 """
@@ -165,17 +169,24 @@ def moe_gemm(
     A_PER_PAIR: tl.constexpr,
     MUL_ROUTING_WEIGHT: tl.constexpr,
     FUSE_SILU_MUL: tl.constexpr,
+    ALIGN: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
     """C [num_pairs, N] (row stride stride_cm); A's and C's last dimensions contiguous."""
+    GROUP: tl.constexpr = BLOCK_M if ALIGN == 0 else ALIGN
+    tl.static_assert(GROUP % BLOCK_M == 0, "ALIGN must be a multiple of BLOCK_M")
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
-    if pid_m * BLOCK_M >= tl.load(num_post_padded_ptr):
+    first = pid_m * BLOCK_M
+    if first >= tl.load(num_post_padded_ptr):
         return
-    expert = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
-    pair = tl.load(sorted_ids_ptr + pid_m * BLOCK_M + tl.arange(0, BLOCK_M))
+    # an expert's pairs come first in its run: a block starting on a sentinel has no pair
+    if tl.load(sorted_ids_ptr + first) >= num_pairs:
+        return
+    expert = tl.load(expert_ids_ptr + first // GROUP).to(tl.int64)
+    pair = tl.load(sorted_ids_ptr + first + tl.arange(0, BLOCK_M))
     row_ok = pair < num_pairs
     a_row = pair if A_PER_PAIR else pair // TOP_K
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -207,6 +218,7 @@ def moe_gemm(
 def moe_combine(
     c_ptr,
     topk_weights_ptr,
+    res_ptr,
     out_ptr,
     num_tokens,
     H,
@@ -214,15 +226,20 @@ def moe_combine(
     stride_om,
     TOP_K: tl.constexpr,
     MUL_ROUTING_WEIGHT: tl.constexpr,
+    ADD_RESIDUAL: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
-    """out [num_tokens, H] = sum over the TOP_K rows of C [num_tokens * TOP_K, H] of each token."""
+    """out [num_tokens, H] = sum over the TOP_K rows of C [num_tokens * TOP_K, H] of each token
+    (+ res [num_tokens, H], row stride stride_om, with ADD_RESIDUAL)."""
     token = tl.program_id(0)
     if token >= num_tokens:
         return
     offs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mask = offs < H
     acc = tl.zeros([BLOCK_H], dtype=tl.float32)
+    if ADD_RESIDUAL:
+        res = res_ptr + token.to(tl.int64) * stride_om + offs
+        acc += tl.load(res, mask=mask, other=0.0).to(tl.float32)
     for slot in tl.static_range(TOP_K):
         pair = token.to(tl.int64) * TOP_K + slot
         row = tl.load(c_ptr + pair * stride_cm + offs, mask=mask, other=0.0).to(tl.float32)
@@ -273,19 +290,32 @@ def align(ids, num_experts: int, block_m: int, block_p: int = 0):
 
 
 def grouped_gemm(a, w, c, weights, aligned, top_k: int, *, per_pair: bool, mul_weight: bool,
-                 silu_mul: bool, config: dict):  # fmt: skip
-    """c[pair] = a[row(pair)] @ w[expert] for every routed pair (moe_gemm); w [E, K, N or 2N]."""
+                 silu_mul: bool, config: dict, align: int = 0):  # fmt: skip
+    """c[pair] = a[row(pair)] @ w[expert] for every routed pair (moe_gemm); w [E, K, N or 2N].
+    ``align``: the block size ``aligned`` was made for, if not config's BLOCK_M."""
     sorted_ids, expert_ids, total = aligned
     n = c.shape[1]
     meta = {k: config[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "num_warps", "num_stages")}
-    grid = (expert_ids.numel(), triton.cdiv(n, config["BLOCK_N"]))
+    grid = (sorted_ids.numel() // config["BLOCK_M"], triton.cdiv(n, config["BLOCK_N"]))
     moe_gemm[grid](
         a, w, c, weights, sorted_ids, expert_ids, total, c.shape[0], n, a.shape[1],
         a.stride(0), w.stride(0), w.stride(1), w.stride(2), c.stride(0),
         TOP_K=top_k, A_PER_PAIR=per_pair, MUL_ROUTING_WEIGHT=mul_weight,
-        FUSE_SILU_MUL=silu_mul, **meta,
+        FUSE_SILU_MUL=silu_mul, ALIGN=align, **meta,
     )  # fmt: skip
     return c
+
+
+def combine(down, weights, top_k: int, residual=None, block_h: int = 1024):
+    """out [T, H] = the sum of each token's top_k rows of down (+ residual)."""
+    t, h = down.shape[0] // top_k, down.shape[1]
+    out = down.new_empty(t, h)
+    moe_combine[(t, triton.cdiv(h, block_h))](
+        down, weights, out if residual is None else residual, out, t, h, down.stride(0),
+        out.stride(0), TOP_K=top_k, MUL_ROUTING_WEIGHT=False,
+        ADD_RESIDUAL=residual is not None, BLOCK_H=block_h,
+    )  # fmt: skip
+    return out
 
 
 def fused_moe(x, w_gate_up, w_down, logits, top_k: int, config: dict, block_h: int = 1024):
@@ -300,9 +330,4 @@ def fused_moe(x, w_gate_up, w_down, logits, top_k: int, config: dict, block_h: i
     down = x.new_empty(T * top_k, H)
     grouped_gemm(act, w_down, down, weights, aligned, top_k, per_pair=True, mul_weight=True,
                  silu_mul=False, config=config)  # fmt: skip
-    out = x.new_empty(T, H)
-    moe_combine[(T, triton.cdiv(H, block_h))](
-        down, weights, out, T, H, down.stride(0), out.stride(0),
-        TOP_K=top_k, MUL_ROUTING_WEIGHT=False, BLOCK_H=block_h,
-    )  # fmt: skip
-    return out
+    return combine(down, weights, top_k, block_h=block_h)
