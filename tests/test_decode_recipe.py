@@ -83,7 +83,7 @@ def test_moe_up_launches_for_the_block_size_the_service_aligned_with(
         kernel(a, w, c, weights, *ids, pairs, 14336, 4096, *strides, BLOCK_M=block_m * 8)
 
 
-# -- the attention pipeline -----------------------------------------------------------------
+# -- the decode-step pipeline ---------------------------------------------------------------
 
 
 class _Rows:
@@ -121,25 +121,33 @@ def _words(launch: Any, name: str, kernel: Any) -> int:
 
 
 @pytest.mark.parametrize("t", [1, 3, 4, 300])
-def test_attention_pipeline_pads_rows_so_that_padding_neither_writes_nor_reads_the_cache(
+def test_decode_step_pads_rows_so_that_padding_neither_writes_nor_reads_the_cache(
     fake: FakeLib, bundle: Path, t: int
 ) -> None:
-    """A call of t tokens runs the bucket above: the rotary/cache step and the paged decode
-    launch over the bucket's rows, whose slots past t are -1 (no cache write) and context
-    lengths 0 (nothing read); the KV heads come from the cache's shape."""
+    """A call of t tokens runs the bucket above: the twelve kernels launch over the bucket's
+    rows, whose slots past t are -1 (no cache write) and context lengths 0 (nothing read);
+    the KV heads come from the cache's shape, the MoE GEMMs' M-blocks from the pairs
+    aligned to 64 rows and the BLOCK_M each was built with."""
     b = loader.open(bundle)
-    weights = {"w_norm": 0x1000, "w_qkv": 0x2000, "w_o": 0x3000, "k_cache": 0x4000,
-               "v_cache": 0x5000}  # fmt: skip
-    step = b.pipeline("attention", **weights)
+    names = ("w_norm", "w_qkv", "w_o", "w_norm2", "w_router", "w_up", "w_down", "k_cache",
+             "v_cache")  # fmt: skip
+    step = b.pipeline("decode_step", **{n: 0x1000 * (i + 1) for i, n in enumerate(names)})
     ins = _inputs(t)
     out = _Rows(t, 4096, "torch.bfloat16", [0] * (t * 4096))
     step(*ins, out)
     bucket = next(x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if x >= t)
-    names = [fake.functions.get(launch.function, "") for launch in fake.launches]
-    steps = ["rmsnorm", "matmul", "rotary_cache", "paged_decode", "matmul_residual"]
-    assert [n.split("_kernel")[0] for n in names] == steps
+    launched = [fake.functions.get(launch.function, "") for launch in fake.launches]
+    attention = ["rmsnorm", "matmul", "rotary_cache", "paged_decode", "matmul_residual"]
+    moe = ["rmsnorm", "matmul", "topk_softmax", "moe_align", "moe_gemm", "moe_gemm", "moe_combine"]
+    steps = attention + moe
+    assert [n.split("_kernel")[0] for n in launched] == steps
     rotary, paged = fake.launches[2], fake.launches[3]
     assert rotary.grid == (bucket, 48, 1) and paged.grid == (bucket, 8, 1)
+    for name, launch in zip(("moe_up_step", "moe_down_step"), fake.launches[9:11], strict=True):
+        cfg = b[name].launch_config(num_pairs=2 * bucket)
+        n = 14336 if name == "moe_up_step" else 4096
+        assert launch.grid == ((2 * bucket + 504) // cfg["BLOCK_M"], -(-n // cfg["BLOCK_N"]), 1)
+    assert fake.launches[11].grid[0] == bucket and fake.launches[8].grid == (1, 1, 1)
     # The graph's own buffers (exact calls are bound to the caller's tensors instead).
     slots_at = _words(rotary, "slots_ptr", b["rotary_cache"]) & 0xFFFFFFFFFFFFFFFF
     lens_at = _words(paged, "context_lens_ptr", b["paged_decode"]) & 0xFFFFFFFFFFFFFFFF

@@ -139,3 +139,94 @@ def rotary_cache_reference(qkv, positions, slots, q_out, k_cache, v_cache, t, nu
     q, k, v = _rot.rotary_reference(qkv, positions, slots, k_cache, v_cache, NUM_Q_HEADS,
                                     NUM_KV_HEADS, HEAD_DIM, theta)  # fmt: skip
     return {"q_out_ptr": q, "k_cache_ptr": k, "v_cache_ptr": v}
+
+
+# -- the decode step's MoE, as its CUDA graph runs it ----------------------------------------
+# A graph aligns the routed pairs once to GRAPH_ALIGN rows (the largest BLOCK_M the GEMMs may
+# launch), whatever BLOCK_M each GEMM was tuned to (moe_gemm's ALIGN).
+
+GRAPH_ALIGN = 64
+
+
+def _i32(values, device):
+    return torch.as_tensor(values, dtype=torch.int32).to(device)
+
+
+def topk_inputs(sizes, dtypes, device="cuda"):
+    t = sizes["num_tokens"]
+    _, logits, _, _ = _ref.moe_inputs(t, NUM_EXPERTS, 16, 16, dtypes["T"], device, seed=t)
+    weights = torch.empty(t * TOP_K, dtype=torch.float32, device=device)
+    ids = torch.empty(t * TOP_K, dtype=torch.int32, device=device)
+    return [logits, weights, ids, t, logits.stride(0)]
+
+
+def topk_reference(logits, weights, ids, *rest):
+    w, i = _ref.topk_reference(logits, TOP_K)
+    return {"weights_ptr": w.reshape(-1), "ids_ptr": i.reshape(-1)}
+
+
+def align_inputs(sizes, dtypes, device="cuda"):
+    """num_pairs // 2 tokens' two distinct experts each, aligned to GRAPH_ALIGN."""
+    pairs = sizes["num_pairs"]
+    g = torch.Generator().manual_seed(pairs)
+    ids = torch.stack([torch.randperm(NUM_EXPERTS, generator=g)[:TOP_K]
+                       for _ in range(-(-pairs // TOP_K))]).reshape(-1)[:pairs]  # fmt: skip
+    capacity = pairs + NUM_EXPERTS * (GRAPH_ALIGN - 1)
+    out = [torch.empty(n, dtype=torch.int32, device=device)
+           for n in (capacity, capacity // GRAPH_ALIGN, 1)]  # fmt: skip
+    return [_i32(ids, device), *out, pairs]
+
+
+def align_reference(ids, sorted_ids, expert_ids, total, pairs):
+    s, e, at = _ref.align_reference(ids, NUM_EXPERTS, GRAPH_ALIGN)
+    return {"sorted_ids_ptr": s, "expert_ids_ptr": e, "num_post_padded_ptr": torch.tensor([at])}
+
+
+def moe_step_up_inputs(sizes, dtypes, device="cuda", config=None):
+    """As moe_up_inputs, but aligned to GRAPH_ALIGN, whatever the candidate's BLOCK_M."""
+    return moe_up_inputs(sizes, dtypes, device, config={"BLOCK_M": GRAPH_ALIGN})
+
+
+def moe_step_down_inputs(sizes, dtypes, device="cuda"):
+    """The down projection of num_pairs routed rows of the FFN activation, each scaled by
+    its routing weight, aligned to GRAPH_ALIGN."""
+    pairs = sizes["num_pairs"]
+    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    logits = torch.randn(-(-pairs // TOP_K), NUM_EXPERTS, device=device)
+    weights, ids = (t.reshape(-1)[:pairs] for t in _ref.topk_reference(logits, TOP_K))
+    act = torch.randn(pairs, FFN, device=device).to(dt)
+    w2 = (torch.randn(NUM_EXPERTS, FFN, HIDDEN, device=device) * FFN**-0.5).to(dt)
+    sorted_ids, expert_ids, total = _ref.align_reference(ids, NUM_EXPERTS, GRAPH_ALIGN)
+    c = torch.empty(pairs, HIDDEN, device=device, dtype=dt)
+    return [act, w2, c, weights.float().to(device), _i32(sorted_ids, device),
+            _i32(expert_ids, device), _i32([total], device), pairs, HIDDEN, FFN, act.stride(0),
+            w2.stride(0), w2.stride(1), w2.stride(2), c.stride(0)]  # fmt: skip
+
+
+def moe_step_down_reference(act, w2, c, weights, sorted_ids, expert_ids, total, pairs, *rest):
+    """c[pair] = weight[pair] * act[pair] @ W_down[expert(pair)]."""
+    out = torch.zeros(c.shape, dtype=torch.float64, device=c.device)
+    expert = torch.full((pairs,), -1, dtype=torch.long)
+    blocks = expert_ids.long().cpu()
+    for slot, pair in enumerate(sorted_ids.long().cpu().tolist()):
+        if pair < pairs:
+            expert[pair] = blocks[slot // GRAPH_ALIGN]
+    for e in range(NUM_EXPERTS):
+        mine = torch.nonzero(expert == e).reshape(-1).to(c.device)
+        if mine.numel():
+            out[mine] = (act[mine].double() @ w2[e].double()) * weights[mine].double()[:, None]
+    return {"c_ptr": out}
+
+
+def combine_inputs(sizes, dtypes, device="cuda"):
+    t = sizes["num_tokens"]
+    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    down = torch.randn(t * TOP_K, HIDDEN, device=device).to(dt)
+    weights = torch.rand(t * TOP_K, device=device)
+    res = torch.randn(t, HIDDEN, device=device).to(dt)
+    out = torch.empty_like(res)
+    return [down, weights, res, out, t, HIDDEN, down.stride(0), out.stride(0)]
+
+
+def combine_reference(down, weights, res, out, t, *rest):
+    return {"out_ptr": down.double().reshape(t, TOP_K, -1).sum(1) + res.double()}
