@@ -19,7 +19,7 @@ from .codec import DecodeError
 from .expr import ExprError, parse
 
 if TYPE_CHECKING:
-    from .manifest import InstanceSpec, KernelSpec, Manifest, PipelineSpec
+    from .manifest import InstanceSpec, KernelSpec, Manifest, PipelineSpec, PipelineTensor
 
 # More parameters than a kernel can take (CUDA passes at most 32 KiB of them; Triton's
 # kernels take tens): each launcher compiles code over the whole list, so a bundle with
@@ -211,9 +211,26 @@ def check_pipeline(p: PipelineSpec) -> None:
                 raise DecodeError(at, f"{t.shape[0]!r} is neither a dimension nor a size")
             if t.role == "input":
                 led.add(t.shape[0])
+        _check_pad(t, f"tensors[{i}].pad")
     missing = [d for d in p.dims if d not in led]
     if missing:
         raise ValueError(f"dimension {missing[0]!r} is the leading axis of no input")
+
+
+def _check_pad(t: PipelineTensor, at: str) -> None:
+    """An input's rows past a call's size, when it runs a larger bucket, hold its ``pad``
+    (a slot of -1 that writes nothing, a context length of 0); None: earlier data. Only an
+    input has one, and its dtype holds it."""
+    if t.pad is None:
+        return
+    from .args import element_bytes
+
+    if t.role != "input":
+        raise DecodeError(at, f"a {t.role} has no pad value")
+    try:
+        element_bytes(t.dtype, t.pad)
+    except ValueError as exc:
+        raise DecodeError(at, str(exc)) from None
 
 
 # The most device memory one pipeline tensor may need at a bucket (far beyond any GPU's).

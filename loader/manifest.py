@@ -261,27 +261,18 @@ ROLES = ("input", "output", "weight", "scratch", "state")
 
 @dataclass(frozen=True)
 class PipelineTensor(Coded):
-    """A tensor of a pipeline. ``shape`` holds integer expressions over the pipeline's
-    dimensions (``"M"``, ``"4096"``); row-major and contiguous. ``role``: one of ROLES
-    ("state": bound at load like a weight, and written by the steps, as a KV cache is)."""
+    """A tensor of a pipeline: ``shape``, integer expressions of its dimensions, row-major;
+    ``role`` in ROLES ("state": bound like a weight, written by steps: a KV cache)."""
 
     name: str
     dtype: str
     shape: tuple[str, ...]
     role: str
-    # An input's rows past a call's size, when it runs a larger bucket, hold this value
-    # (a slot of -1 that writes nothing, a context length of 0); None: earlier data.
-    pad: float | None = field(default=None, metadata=_OMIT)
+    pad: float | None = field(default=None, metadata=_OMIT)  # an input's; see checks.py
 
     def _validate(self) -> None:
         if self.role not in ROLES or self.dtype not in ELEMENT_TYPES:
             raise ValueError(f"({self.name}): unknown role or dtype")
-        if self.pad is not None:
-            from .args import element_bytes
-
-            if self.role != "input":
-                raise ValueError(f"({self.name}): only an input has a pad value")
-            element_bytes(self.dtype, self.pad)  # representable
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from .buckets import BucketGrid, pipeline_grid, warm
 from .errors import ArgumentError, BundleError
 from .expr import ExprError, compile_function, parse
 from .graph import BucketGraph, StepCall
-from .manifest import PipelineSpec, PipelineTensor
+from .manifest import PipelineSpec
+from .ports import Port, checked
 
 if TYPE_CHECKING:
     from .bundle import Bundle
@@ -36,31 +37,6 @@ if TYPE_CHECKING:
 # The roles a pipeline's caller binds once, at load: weights, and state (a KV cache: read
 # and written by the steps, kept across calls).
 BOUND = ("weight", "state")
-
-
-class _Port:
-    """An input or output: where a call's tensor goes, and how to check it."""
-
-    def __init__(self, t: PipelineTensor, dims: Sequence[str]):
-        self.name = t.name
-        self.dtype = t.dtype
-        lead = t.shape[0]
-        # Which dimension the first axis is (-1: a fixed size), and the fixed rest.
-        self.dim = dims.index(lead) if lead in dims else -1
-        self.fixed_lead = -1 if self.dim >= 0 else int(lead)
-        self.rest = tuple(int(s) for s in t.shape[1:])
-        row = _args.ITEMSIZE[t.dtype]
-        for s in self.rest:
-            row *= s
-        self.row_bytes = row
-        self.pad = None if t.pad is None else _args.element_bytes(t.dtype, t.pad)
-        # The caller's dtype object (a torch.dtype) once a full check accepted it: later
-        # calls compare identities instead of names.
-        self.dtype_obj: Any = None
-
-    def describe(self, dims: Sequence[str]) -> str:
-        lead = dims[self.dim] if self.dim >= 0 else str(self.fixed_lead)
-        return f"[{', '.join([lead, *map(str, self.rest)])}] {self.dtype}"
 
 
 class Pipeline:
@@ -80,8 +56,8 @@ class Pipeline:
         self.grid: BucketGrid = pipeline_grid(spec.dims, spec.buckets, f"pipeline {self.name!r}")
         self.inputs = tuple(t.name for t in spec.tensors if t.role == "input")
         self.outputs = tuple(t.name for t in spec.tensors if t.role == "output")
-        self._ports_in = [_Port(spec.tensor(n), spec.dims) for n in self.inputs]
-        self._ports_out = [_Port(spec.tensor(n), spec.dims) for n in self.outputs]
+        self._ports_in = [Port(spec.tensor(n), spec.dims) for n in self.inputs]
+        self._ports_out = [Port(spec.tensor(n), spec.dims) for n in self.outputs]
         # For each dimension, the first input whose leading axis it is (the recipe's
         # checker guarantees one exists).
         self._dim_source = tuple(
@@ -131,7 +107,7 @@ class Pipeline:
         for name in names:
             t = self.spec.tensor(name)
             shape = tuple(int(s) for s in t.shape)
-            addr, _ = _checked(weights[name], name, t.dtype, self.name)
+            addr, _ = checked(weights[name], name, t.dtype, self.name)
             have = _args.shape_of(weights[name])
             if have is not None and have != shape:
                 raise ArgumentError(
@@ -159,11 +135,11 @@ class Pipeline:
         if len(step.args) != len(names) or kernel.spec.host:
             raise BundleError(f"{where}: {len(step.args)} arguments for {len(names)}")
         makers: list[Any] = []
+        pointers = {i for i, p in enumerate(kernel.params) if p.is_pointer}
         for i, a in enumerate(step.args):
-            p = kernel.params[i] if i < len(kernel.params) else None
-            if p is not None and p.is_pointer:
+            if i in pointers:
                 if not isinstance(a, str) or a not in {t.name for t in self.spec.tensors}:
-                    raise BundleError(f"{where}: {p.name} names no tensor ({a!r})")
+                    raise BundleError(f"{where}: {names[i]} names no tensor ({a!r})")
                 makers.append(("tensor", a))
             elif isinstance(a, str):
                 try:
@@ -310,7 +286,7 @@ class Pipeline:
                                 f"({self._shape_text(missing[0])})")  # fmt: skip
         return given
 
-    def _accept(self, obj: Any, port: _Port) -> tuple[int, int]:
+    def _accept(self, obj: Any, port: Port) -> tuple[int, int]:
         """The tensor's address and leading size, after checking dtype, shape, layout.
         A torch tensor of a dtype already accepted takes the first branch: a handful of
         attribute reads, no string work."""
@@ -327,9 +303,9 @@ class Pipeline:
                 return obj.data_ptr(), shape[0]
         except (AttributeError, TypeError, IndexError):
             pass
-        return self._accept_checked(obj, port)
+        return self._acceptchecked(obj, port)
 
-    def _accept_checked(self, obj: Any, port: _Port) -> tuple[int, int]:
+    def _acceptchecked(self, obj: Any, port: Port) -> tuple[int, int]:
         shape = _args.shape_of(obj)
         if (
             shape is None
@@ -343,7 +319,7 @@ class Pipeline:
             )
         if shape[0] == 0:
             return 0, 0  # an empty batch has no data pointer and runs nothing
-        addr, have = _checked(obj, port.name, port.dtype, self.name)
+        addr, have = checked(obj, port.name, port.dtype, self.name)
         if have is not None:
             port.dtype_obj = getattr(obj, "dtype", None)
         return addr, shape[0]
@@ -391,14 +367,3 @@ class Pipeline:
             if self._capture_stream:
                 drv.stream_destroy(self._capture_stream)
                 self._capture_stream = 0
-
-
-def _checked(obj: Any, name: str, dtype: str, pipeline: str) -> tuple[int, str | None]:
-    addr, have = _args.pointer(obj, name)
-    if have is not None and have != dtype:
-        raise ArgumentError(f"pipeline {pipeline!r}: {name!r} has element type {have}, "
-                            f"expected {dtype}")  # fmt: skip
-    if not _args.is_contiguous(obj):
-        raise ArgumentError(f"pipeline {pipeline!r}: {name!r} must be contiguous "
-                            "(row-major); pass .contiguous()")  # fmt: skip
-    return addr, have

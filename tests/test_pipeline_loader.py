@@ -392,8 +392,12 @@ def test_a_pad_value_its_dtype_cannot_hold_is_refused(dtype: str, value: float) 
 def test_a_manifest_padding_anything_but_an_input_is_refused() -> None:
     from loader import manifest as mf
 
-    good = {"name": "x", "dtype": "i32", "shape": ["M"], "role": "input", "pad": -1}
-    assert mf.PipelineTensor.from_json(good).pad == -1
-    for bad in ({**good, "role": "scratch"}, {**good, "pad": 0.5}):
-        with pytest.raises(loader.BundleError):
-            mf.PipelineTensor.from_json(bad)
+    x = {"name": "x", "dtype": "i32", "shape": ["M"], "role": "input", "pad": -1}
+    h = {"name": "h", "dtype": "i32", "shape": ["M"], "role": "scratch"}
+    spec = {"name": "p", "dims": ["M"], "buckets": [[4]], "tensors": [x, h], "steps": []}
+    assert mf.PipelineSpec.from_json(spec).tensors[0].pad == -1
+    for bad in ({**x, "pad": 0.5}, {**x, "pad": 2**40}):
+        with pytest.raises(loader.BundleError, match="pad"):
+            mf.PipelineSpec.from_json({**spec, "tensors": [bad, h]})
+    with pytest.raises(loader.BundleError, match="a scratch has no pad value"):
+        mf.PipelineSpec.from_json({**spec, "tensors": [x, {**h, "pad": 0}]})
