@@ -1,8 +1,11 @@
 """recipes/decode.toml on an H100/H200 (issue 20): the paged-attention decode kernel from
 a bundle against a float64 reference, fp16 and bf16, at buckets and between them, with
 ragged contexts (1 to the table's width) over shuffled cache blocks whose unowned slots
-hold NaN. AOTC_TEST_DECODE_BUNDLE names a bundle tuned on this GPU; without it one is
-built here with the heuristic's picks."""
+hold NaN; the MoE gate/up GEMM; and the whole decode step (pipeline decode_step) against
+recipes/decode/step.py's float64 reference, contexts of 1 to 32k tokens over random
+blocks, with the KV cache written at the tokens' slots and nowhere else.
+AOTC_TEST_DECODE_BUNDLE names a bundle tuned on this GPU; without it one is built here
+with the heuristic's picks."""
 
 from __future__ import annotations
 
@@ -71,3 +74,65 @@ def test_moe_up_matches_float64(decode: Any, dtype: str, pairs: int) -> None:
     assert torch.isfinite(out).all()
     err = float(torch.linalg.norm(out - expected) / torch.linalg.norm(expected))
     assert err < 1e-2, err
+
+
+@pytest.fixture(scope="module")
+def step(decode: Any) -> Any:
+    """recipes/decode/step.py, its weights on the GPU, and the bundle's decode_step bound to
+    them."""
+    spec = importlib.util.spec_from_file_location("decode_step", ROOT / "recipes/decode/step.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    weights = module.make_weights("cuda")
+    return module, weights, decode[0].pipeline("decode_step", **weights)
+
+
+# (tokens, longest context): one sequence at 1 and at 32k tokens, then buckets and sizes
+# between them, as many tokens as the cache's 16384 blocks hold
+STEP_CASES = [(1, 1), (1, 32768), (2, 32768), (3, 20000), (16, 16000), (100, 4000), (256, 1500),
+              (512, 500)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("t", "longest"), STEP_CASES)
+def test_decode_step_matches_float64(step: Any, t: int, longest: int) -> None:
+    """The output against float64 at every token whose routing is clear at bf16 precision
+    (router logits' 2nd and 3rd apart by 0.05 or more: at least 90% of them); the new keys
+    and values at the tokens' slots, and no other cache entry touched."""
+    import torch
+
+    module, weights, pipeline = step
+    inputs = module.make_inputs(module.ragged_lens(t, longest, seed=t), seed=t)
+    before = weights["k_cache"].clone(), weights["v_cache"].clone()
+    expected, logits, k_new, v_new = module.reference(inputs, weights)
+    out = pipeline(*(inputs[k] for k in module.INPUTS))
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    top3 = torch.topk(logits, 3, -1).values
+    clear = top3[:, 1] - top3[:, 2] >= 0.05
+    assert float(clear.double().mean()) >= 0.9, clear
+    diff = out.double()[clear] - expected[clear]
+    err = float(torch.linalg.norm(diff) / torch.linalg.norm(expected[clear]))
+    assert err < 2e-2, err
+    block = (inputs["slots"] // 16).long()
+    within = (inputs["slots"] % 16).long()
+    for cache, new, old in zip(("k_cache", "v_cache"), (k_new, v_new), before, strict=True):
+        got = weights[cache][block, :, within].double()
+        assert float((got - new).abs().max() / new.abs().max()) < 2e-2, cache
+        changed = (weights[cache] != old).any(dim=3).any(dim=1)  # [blocks, 16]
+        mine = torch.zeros_like(changed)
+        mine[block, within] = True
+        assert not bool((changed & ~mine).any()), f"{cache} written outside the slots"
+
+
+def test_eager_step_the_benchmarks_compare_against_is_right(step: Any) -> None:
+    import torch
+
+    module, weights, _ = step
+    lens = module.ragged_lens(8, 3000, seed=8)
+    inputs = module.make_inputs(lens, seed=8)
+    expected = module.reference(inputs, weights)[0]
+    blocks = max(-(-n // 16) for n in lens)
+    out = module.eager_step(*(inputs[k] for k in module.INPUTS), weights, blocks)
+    err = float(torch.linalg.norm(out.double() - expected) / torch.linalg.norm(expected))
+    assert err < 2e-2, err
