@@ -85,11 +85,15 @@ def latency(args: argparse.Namespace, out: dict[str, Any]) -> None:
     pipeline = loader.open(args.bundle).pipeline("decode_step", **weights)
     rows = out.setdefault("latency", [])
     for t in args.sizes:
-        context = min(args.context, step.CACHE_BLOCKS * step.BLOCK_SIZE // t)
-        inputs = step.make_inputs([context] * t, seed=t)
+        per_seq = args.verify or 1  # tokens per sequence
+        context = min(args.context, step.CACHE_BLOCKS * step.BLOCK_SIZE * per_seq // t)
+        if args.verify:
+            inputs = step.make_verify_inputs([context] * (t // per_seq), per_seq, seed=t)
+        else:
+            inputs = step.make_inputs([context] * t, seed=t)
         given = [inputs[k] for k in step.INPUTS]
         blocks = -(-context // step.BLOCK_SIZE)
-        row: dict[str, Any] = {"T": t, "context": context}
+        row: dict[str, Any] = {"T": t, "context": context, "verify": args.verify}
         aotc_out = torch.empty_like(inputs["x"])
         paths = {"aotc": lambda: pipeline(*given, aotc_out),  # noqa: B023
                  "eager": lambda: step.eager_step(*given, weights, blocks)}  # noqa: B023  # fmt: skip
@@ -167,7 +171,9 @@ def ratio(row: dict[str, Any], name: str) -> str:
 
 
 def print_tables(out: dict[str, Any]) -> None:
-    print("\nDecode step latency, µs per step (ratios: the path's time / aotc's)")
+    rows = out.get("latency", [])
+    verify = f", {rows[0]['verify']} tokens per sequence" if rows and rows[0]["verify"] else ""
+    print(f"\nDecode step latency{verify}, µs per step (ratios: the path's time / aotc's)")
     print(f"{'T':>5}{'context':>9}{'aotc':>10}{'eager':>10}{'compiled':>10}"
           f"{'eager/aotc':>12}{'comp/aotc':>11}{'capture s':>11}{'compile s':>11}")  # fmt: skip
     for r in out.get("latency", []):
@@ -190,6 +196,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--compile-sizes", type=lambda s: [int(x) for x in s.split(",") if x],
                     default=[1, 16, 128])  # fmt: skip
     ap.add_argument("--context", type=int, default=1024)
+    ap.add_argument("--verify", type=int, default=0,
+                    help="tokens per sequence (speculative decoding's verification); sizes "
+                    "are then multiples of it")  # fmt: skip
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--loop", type=int, default=20)
     ap.add_argument("--ready-runs", type=int, default=2)

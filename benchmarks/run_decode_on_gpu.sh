@@ -8,6 +8,7 @@
 # benchmark's JSON come back in $OUT/decode.tar.gz; a summary is printed last.
 #   device: carry [".whl"], command: bash benchmarks/run_decode_on_gpu.sh
 #   a bundle built earlier: BUNDLE=<path> STAGES="tests step" (carry its folder too)
+#   speculative decoding's verification: STEP_ARGS="--verify 4 --sizes 4,8,16,32,64,128,256,512"
 W=${W:-/tmp/aotc-decode}
 source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.tunedb.jsonl step.json 2>/dev/null); }

@@ -77,6 +77,28 @@ def make_inputs(context_lens, device="cuda", seed=0):
     }
 
 
+def make_verify_inputs(context_lens, tokens=4, device="cuda", seed=0):
+    """Speculative decoding's verification: each sequence's last ``tokens`` (the accepted
+    token and the drafts) in one step, one row per token. A sequence of n tokens gives rows
+    at positions n - tokens .. n - 1 with context lengths n - tokens + 1 .. n, sharing the
+    sequence's block table row."""
+    per_seq = make_inputs(context_lens, device, seed)
+    rows = torch.arange(len(context_lens), device=device).repeat_interleave(tokens)
+    back = torch.arange(tokens - 1, -1, -1, device=device, dtype=torch.int32).repeat(
+        len(context_lens)
+    )
+    lens = per_seq["context_lens"][rows] - back
+    assert int(lens.min()) >= 1, "a sequence shorter than the tokens verified"
+    table = per_seq["block_table"][rows]
+    positions = lens - 1
+    index = torch.arange(len(rows), device=device)
+    slots = table[index, positions // BLOCK_SIZE] * BLOCK_SIZE + positions % BLOCK_SIZE
+    x = torch.randn(len(rows), HIDDEN, generator=torch.Generator(device=device).manual_seed(seed),
+                    device=device).to(torch.bfloat16)  # fmt: skip
+    return {"x": x, "positions": positions, "slots": slots.to(torch.int32), "block_table": table,
+            "context_lens": lens}  # fmt: skip
+
+
 def ragged_lens(t, longest, seed=0):
     """t context lengths from 1 to ``longest`` (both ends included once there are two)."""
     g = torch.Generator().manual_seed(seed)
@@ -100,16 +122,23 @@ def _rotate(x, positions):
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
 
-def _context(cache, blocks, n, new):
-    """A sequence's n keys (or values) [KV heads, n, D] in float64: its first n - 1 from the
-    cache's ``blocks``, then the step's ``new`` one."""
-    kv = cache[blocks].double().permute(1, 0, 2, 3).reshape(NUM_KV_HEADS, -1, HEAD_DIM)
-    return torch.cat([kv[:, : n - 1], new[:, None]], dim=1)
+def _written(cache, slots, new):
+    """The cache in float64 after the step writes ``new`` [T, KV heads, D] at ``slots``."""
+    out = cache.double()
+    out[(slots // BLOCK_SIZE).long(), :, (slots % BLOCK_SIZE).long()] = new
+    return out
+
+
+def _context(cache, blocks, n):
+    """A token's context of n keys (or values) [KV heads, n, D] through its blocks."""
+    return cache[blocks].permute(1, 0, 2, 3).reshape(NUM_KV_HEADS, -1, HEAD_DIM)[:, :n]
 
 
 def reference(inputs, weights):
     """The step in float64, from the cache as it is before the step: (out [T, H], router
-    logits [T, E], the new keys and values [T, KV heads, D])."""
+    logits [T, E], the new keys and values [T, KV heads, D]). Every token's key and value
+    are written before any token attends, as the graph does: tokens of one sequence
+    verified together (speculative decoding) see the earlier ones."""
     w = {k: v for k, v in weights.items() if k not in ("w_up", "w_down", "k_cache", "v_cache")}
     w = {k: v.double() for k, v in w.items()}
     x = inputs["x"].double()
@@ -121,10 +150,11 @@ def reference(inputs, weights):
     v_new = heads[:, NUM_Q_HEADS + NUM_KV_HEADS :]
     attn = torch.empty(t, NUM_Q_HEADS, HEAD_DIM, dtype=torch.float64, device=x.device)
     group = NUM_Q_HEADS // NUM_KV_HEADS
+    k_cache = _written(weights["k_cache"], inputs["slots"], k_new)
+    v_cache = _written(weights["v_cache"], inputs["slots"], v_new)
     for i, n in enumerate(inputs["context_lens"].tolist()):
         blocks = inputs["block_table"][i, : math.ceil(n / BLOCK_SIZE)].long()
-        k, v = (_context(weights[c], blocks, n, new[i]) for c, new in
-                (("k_cache", k_new), ("v_cache", v_new)))  # fmt: skip
+        k, v = _context(k_cache, blocks, n), _context(v_cache, blocks, n)
         qi = q[i].reshape(NUM_KV_HEADS, group, HEAD_DIM)
         p = torch.softmax(torch.einsum("hgd,hnd->hgn", qi, k) * SM_SCALE, -1)
         attn[i] = torch.einsum("hgn,hnd->hgd", p, v).reshape(NUM_Q_HEADS, HEAD_DIM)

@@ -94,15 +94,29 @@ STEP_CASES = [(1, 1), (1, 32768), (2, 32768), (3, 20000), (16, 16000), (100, 400
               (512, 500)]  # fmt: skip
 
 
-@pytest.mark.parametrize(("t", "longest"), STEP_CASES)
-def test_decode_step_matches_float64(step: Any, t: int, longest: int) -> None:
+# speculative decoding's verification: (sequences, longest context), 4 tokens each
+VERIFY_CASES = [(1, 100), (3, 5000), (32, 2000), (128, 500)]
+
+
+@pytest.mark.parametrize(
+    ("t", "longest", "verify"),
+    [(t, n, 0) for t, n in STEP_CASES] + [(s, n, 4) for s, n in VERIFY_CASES],
+)
+def test_decode_step_matches_float64(step: Any, t: int, longest: int, verify: int) -> None:
     """The output against float64 at every token whose routing is clear at bf16 precision
     (router logits' 2nd and 3rd apart by 0.05 or more: at least 90% of them); the new keys
-    and values at the tokens' slots, and no other cache entry touched."""
+    and values at the tokens' slots, and no other cache entry touched. ``verify``: that
+    many tokens per sequence (speculative decoding's check of the drafts), each row
+    attending to its sequence's tokens up to itself, those written in the same step
+    included."""
     import torch
 
     module, weights, pipeline = step
-    inputs = module.make_inputs(module.ragged_lens(t, longest, seed=t), seed=t)
+    if verify:
+        lens = [max(verify, n) for n in module.ragged_lens(t, longest, seed=t)]
+        inputs = module.make_verify_inputs(lens, verify, seed=t)
+    else:
+        inputs = module.make_inputs(module.ragged_lens(t, longest, seed=t), seed=t)
     before = weights["k_cache"].clone(), weights["v_cache"].clone()
     expected, logits, k_new, v_new = module.reference(inputs, weights)
     out = pipeline(*(inputs[k] for k in module.INPUTS))
