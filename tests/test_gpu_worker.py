@@ -37,3 +37,19 @@ def test_a_worker_that_cannot_start_says_why() -> None:
     w = GpuWorker(GPU, serve=fakeserve.broken)
     with pytest.raises(WorkerDied, match="no CUDA GPU"):
         w.request({"op": "ok"})
+
+
+def test_verification_poisons_each_output_by_its_dtype() -> None:
+    """Before a verified launch every expected output is poisoned, so that an element the
+    kernel never writes fails the comparison: NaN, or an integer type's most negative
+    value (fill_(nan) is an error on an integer tensor); zero where the author resets it."""
+    torch = pytest.importorskip("torch")
+    from aot.tune.worker import _poison
+
+    f, i, b = torch.ones(3), torch.ones(3, dtype=torch.int32), torch.zeros(2, dtype=torch.bool)
+    for t in (f, i, b):
+        _poison(torch, t, zero=False)
+    assert bool(f.isnan().all()) and i.tolist() == [-(2**31)] * 3 and b.tolist() == [True] * 2
+    _poison(torch, i, zero=True)
+    assert i.tolist() == [0] * 3
+

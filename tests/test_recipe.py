@@ -251,6 +251,12 @@ CASES = [
         ["scale.tune.flops: unknown name(s) nope"],
     ),
     (
+        "in_place names no pointer",
+        'alpha = "fp32" }',
+        'alpha = "fp32" }\ntune = { in_place = ["cache_ptr"] }',
+        ["scale.tune.in_place", "cache_ptr"],
+    ),
+    (
         "expression too long",
         'grid = "cdiv(n, BLOCK)"',
         'grid = "' + "n + " * 400 + 'n"',

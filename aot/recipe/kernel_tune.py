@@ -15,7 +15,7 @@ from .validate import Validator
 
 TUNE_KEYS = (
     "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
-    "flops", "bytes", "baseline", "tolerance", "predict",
+    "flops", "bytes", "baseline", "tolerance", "predict", "in_place",
 )  # fmt: skip
 STRATEGIES = ("model", "bayes", "random", "grid")
 PREDICTORS = ("heuristic", "cost-model")  # what picks a config where no GPU measured one
@@ -43,6 +43,9 @@ class TuneSettings:
     baseline: str | None = None  # "path.py:function" doing the same work another way
     tolerance: float | None = None  # relative error allowed; default by dtype
     predict: str = "heuristic"  # or "cost-model": the learned model (aot/costmodel/)
+    # Outputs the kernel updates in place, some elements only (a KV cache at the tokens'
+    # slots): verification starts them from the inputs' contents instead of NaN.
+    in_place: tuple[str, ...] = ()
 
 
 def parse_tune(
@@ -67,6 +70,11 @@ def parse_tune(
         if isinstance(tol, bool) or not isinstance(tol, int | float) or not 0 < tol < 1:
             v.fail(f"{key}.tolerance", f"{tol!r} must be a number between 0 and 1")
         out["tolerance"] = float(tol)
+    if "in_place" in t:
+        pointers = sorted(names.arguments - names.ints)
+        out["in_place"] = tuple(v.choices(t["in_place"], f"{key}.in_place", pointers,
+                                          "pointer arguments", "a pointer argument",
+                                          '["cache_ptr"]'))  # fmt: skip
     if "predict" in t:
         out["predict"] = _choice(v, t["predict"], f"{key}.predict", PREDICTORS)
         if out["predict"] == "cost-model":

@@ -114,6 +114,7 @@ class Measurer:
             # @triton.autotune's reset_to_zero / restore_value, honoured around each launch
             "reset": list(inst.kernel.autotune.reset_to_zero) if inst.kernel.autotune else [],
             "restore": list(inst.kernel.autotune.restore_value) if inst.kernel.autotune else [],
+            "in_place": list(inst.kernel.tune.in_place),
         }
 
     def _store(self, rec: Record, reply: dict[str, Any]) -> Record:

@@ -182,15 +182,17 @@ class Worker:
         reference = load_function(msg["reference"])
         names = [p.name for p in k.params]
         # An output the author zeroes before each launch (reset_to_zero: the kernel adds
-        # into it) starts at zero; any other starts as NaN, so that unwritten elements show.
-        zeroed = set(msg.get("reset", []))
+        # into it) starts at zero, one it updates in place (tune.in_place) as ``inputs``
+        # made it; any other starts poisoned, so that unwritten elements show.
+        zeroed, kept = set(msg.get("reset", [])), set(msg.get("in_place", []))
         checks = []
         calls = msg.get("calls") or [{}] * len(msg["sizes_list"])
         for sizes, call in zip(msg["sizes_list"], calls, strict=True):
             args = _bound(list(make(sizes, msg["dtypes"])), k, msg["dtypes"])
             expected = reference(*args)
             for name in expected:
-                _tensor(args[names.index(name)]).fill_(0.0 if name in zeroed else float("nan"))
+                if name not in kept:
+                    _poison(torch, _tensor(args[names.index(name)]), name in zeroed)
             k(*args, **call)
             torch.cuda.synchronize()
             for name, ref in expected.items():
@@ -218,6 +220,17 @@ class Worker:
         if op == "baseline":
             return self.baseline(msg)
         return {"ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _poison(torch: Any, t: Any, zero: bool) -> None:
+    """Zero, or NaN (an integer tensor: its most negative value, which no reference of
+    indices or counts expects; a boolean one: True)."""
+    if zero:
+        t.zero_()
+    elif t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    else:
+        t.fill_(True if t.dtype == torch.bool else torch.iinfo(t.dtype).min)
 
 
 def _tensor(arg: Any) -> Any:
