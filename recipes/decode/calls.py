@@ -178,8 +178,9 @@ def align_inputs(sizes, dtypes, device="cuda"):
 
 
 def align_reference(ids, sorted_ids, expert_ids, total, pairs):
-    s, e, at = _ref.align_reference(ids, NUM_EXPERTS, GRAPH_ALIGN)
-    return {"sorted_ids_ptr": s, "expert_ids_ptr": e, "num_post_padded_ptr": torch.tensor([at])}
+    s, e, at = _ref.align_reference(ids, NUM_EXPERTS, GRAPH_ALIGN)  # on the CPU
+    return {"sorted_ids_ptr": s.to(ids.device), "expert_ids_ptr": e.to(ids.device),
+            "num_post_padded_ptr": torch.tensor([at], device=ids.device)}  # fmt: skip
 
 
 def moe_step_up_inputs(sizes, dtypes, device="cuda", config=None):
