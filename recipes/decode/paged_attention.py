@@ -22,11 +22,13 @@ there (a freed block's stale values, NaN included) cannot reach the output.
 
 ``paged_decode_split`` (flash-decoding, for few sequences with long contexts): grid
 (num_seqs, num_kv_heads, NUM_SPLITS). Each sequence's context is cut into NUM_SPLITS equal
-ranges (rounded up to BLOCK_N tokens); each program writes its range's unnormalised output,
-running maximum (log2 domain) and sum to fp32 scratch laid out contiguously as
+ranges (rounded up to whole cache blocks, so that the partials do not depend on BLOCK_N and
+a build can verify them); each program writes its range's unnormalised output, running
+maximum (log2 domain) and sum to fp32 scratch laid out contiguously as
 [num_seqs, num_q_heads, NUM_SPLITS, HEAD_DIM] (part_out) and [num_seqs, num_q_heads,
 NUM_SPLITS] (part_max, part_sum). A range past a short sequence's end writes the neutral
-partial (0, -inf, 0). ``paged_decode_reduce`` (grid (num_seqs, num_q_heads)) combines them.
+partial (0, NEUTRAL_MAX, 0): a finite maximum that no score reaches, so that every partial
+is a number. ``paged_decode_reduce`` (grid (num_seqs, num_q_heads)) combines them.
 
 Offsets into the cache are 64-bit: a cache of 2**31 elements is a few GB.
 """
@@ -36,6 +38,7 @@ import triton.language as tl
 
 # log2(e): exp(x) == exp2(x * log2(e)).
 _LOG2E = tl.constexpr(1.4426950408889634)
+NEUTRAL_MAX = tl.constexpr(-3.0e38)  # an empty range's maximum: exp2(NEUTRAL_MAX - m) == 0
 
 
 @triton.jit
@@ -184,13 +187,13 @@ def paged_decode_split(
     ROWS: tl.constexpr = max(16, triton.next_power_of_2(QUERIES_PER_KV))
     qk_scale = sm_scale * _LOG2E
     n_ctx = _context(context_lens_ptr, seq, max_blocks_per_seq, BLOCK_SIZE)
-    per_split = tl.cdiv(tl.cdiv(n_ctx, NUM_SPLITS), BLOCK_N) * BLOCK_N
+    per_split = tl.cdiv(tl.cdiv(n_ctx, NUM_SPLITS), BLOCK_SIZE) * BLOCK_SIZE
     lo = split * per_split
     hi = tl.minimum(lo + per_split, n_ctx)
     q = _load_queries(q_ptr, seq, kv_head, stride_q_seq, stride_q_head,
                       HEAD_DIM, QUERIES_PER_KV, ROWS)  # fmt: skip
     table_row = block_table_ptr + seq.to(tl.int64) * stride_bt_seq
-    # past the end, lo >= hi: no iteration, and the neutral partial (0, -inf, 0) is written
+    # past the end, lo >= hi: no iteration, and the neutral partial is written
     acc, l_i, m_i = _attend(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, lo, hi,
                             qk_scale, stride_kc_block, stride_kc_head, stride_kc_tok,
                             stride_vc_block, stride_vc_head, stride_vc_tok,
@@ -201,7 +204,7 @@ def paged_decode_split(
     heads = kv_head * QUERIES_PER_KV + offs_g
     row = (seq.to(tl.int64) * num_q_heads + heads) * NUM_SPLITS + split
     mask = offs_g < QUERIES_PER_KV
-    tl.store(part_max_ptr + row, m_i, mask=mask)
+    tl.store(part_max_ptr + row, tl.maximum(m_i, NEUTRAL_MAX), mask=mask)
     tl.store(part_sum_ptr + row, l_i, mask=mask)
     tl.store(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask[:, None])
 
@@ -229,9 +232,7 @@ def paged_decode_reduce(
     row = (seq.to(tl.int64) * tl.num_programs(1) + head) * NUM_SPLITS + offs_s
     m_s = tl.load(part_max_ptr + row)
     l_s = tl.load(part_sum_ptr + row)
-    m = tl.max(m_s, 0)
-    # every split is neutral only for an empty context: keep exp2's argument a number
-    m = tl.where(m == float("-inf"), 0.0, m)
+    m = tl.max(m_s, 0)  # NEUTRAL_MAX only for an empty context: then w = 1, total = 0
     w = tl.math.exp2(m_s - m)
     total = tl.sum(l_s * w, 0)
     o_s = tl.load(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :])

@@ -127,6 +127,43 @@ def paged_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale):
     return out.reshape(num_seqs, num_q_heads, head_dim)
 
 
+NEUTRAL_MAX = -3.0e38  # paged_attention.py's: an empty range's running maximum
+
+
+def split_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale, num_splits):
+    """paged_decode_split's partials in float64, (part_out [S, Hq, splits, D], part_max and
+    part_sum [S, Hq, splits]): each context cut into num_splits ranges of whole cache
+    blocks; over a range, the scores' maximum in the log2 domain, the sum of 2 ** (score -
+    maximum), and those weights' sum of values; the neutral (0, NEUTRAL_MAX, 0) past the
+    end."""
+    num_seqs, num_q_heads, head_dim = q.shape
+    num_kv_heads, block_size = k_cache.shape[1], k_cache.shape[2]
+    rows = (num_seqs, num_q_heads, num_splits)
+    out = torch.zeros(*rows, head_dim, dtype=torch.float64, device=q.device)
+    mx = torch.full(rows, NEUTRAL_MAX, dtype=torch.float64, device=q.device)
+    total = torch.zeros(rows, dtype=torch.float64, device=q.device)
+    scale = sm_scale * 1.4426950408889634
+    for i, n in enumerate(context_lens.tolist()):
+        n = min(n, block_table.shape[1] * block_size)
+        per = cdiv(cdiv(n, num_splits), block_size) * block_size
+        if n == 0:
+            continue
+        k = gather_kv(k_cache, block_table[i], n).double().repeat_interleave(
+            num_q_heads // num_kv_heads, 0)  # [Hq, n, D]
+        v = gather_kv(v_cache, block_table[i], n).double().repeat_interleave(
+            num_q_heads // num_kv_heads, 0)
+        s = torch.einsum("hd,hnd->hn", q[i].double(), k) * scale
+        for j in range(num_splits):
+            lo, hi = j * per, min((j + 1) * per, n)
+            if lo >= hi:
+                continue
+            m = s[:, lo:hi].max(-1).values
+            w = torch.exp2(s[:, lo:hi] - m[:, None])
+            mx[i, :, j], total[i, :, j] = m, w.sum(-1)
+            out[i, :, j] = torch.einsum("hn,hnd->hd", w, v[:, lo:hi])
+    return out, mx, total
+
+
 def contiguous_reference(q, k, v, sm_scale):
     """Decode attention in float64 over contiguous K, V [num_seqs, num_kv_heads, n, head_dim]
     (what scaled_dot_product_attention computes with the query heads of a KV head as its
