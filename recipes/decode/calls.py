@@ -59,6 +59,58 @@ def paged_decode_reference(q, k, v, table, ctx, out, sm_scale, *rest):
     return {"out_ptr": paged_reference(q, k, v, table, ctx, sm_scale)}
 
 
+# -- split-KV (flash-decoding): few sequences, long contexts --------------------------------
+
+NUM_SPLITS = 16  # recipes/decode.toml's: 16 splits x 8 KV heads fill the SMs at one sequence
+
+
+def paged_decode_split_inputs(sizes, dtypes, device="cuda"):
+    """Every context the table's full width (each split then holds tokens: the build's
+    verification compares the partials by norm, which an empty split's maximum would
+    swamp; tests/test_decode_kernels.py checks those), partials in fp32 scratch."""
+    num_seqs, max_blocks = sizes["num_seqs"], sizes["max_blocks_per_seq"]
+    lens = [max_blocks * BLOCK_SIZE] * num_seqs
+    q, k, v, table, ctx = paged_inputs(lens, NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE,
+                                       dtypes["T"], device=device)  # fmt: skip
+    rows = (num_seqs, NUM_Q_HEADS, NUM_SPLITS)
+    scratch = [torch.empty(*rows, HEAD_DIM, dtype=torch.float32, device=device),
+               torch.empty(rows, dtype=torch.float32, device=device),
+               torch.empty(rows, dtype=torch.float32, device=device)]  # fmt: skip
+    table = _widen(table, max_blocks)
+    return [q, k, v, table, ctx, *scratch, 1 / math.sqrt(HEAD_DIM), num_seqs, max_blocks,
+            q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3], table.stride(0)]  # fmt: skip
+
+
+def paged_decode_split_reference(q, k, v, table, ctx, part_out, part_max, part_sum, sm_scale,
+                                 *rest):  # fmt: skip
+    out, mx, total = _ref.split_reference(q, k, v, table, ctx, sm_scale, NUM_SPLITS)
+    return {"part_out_ptr": out, "part_max_ptr": mx, "part_sum_ptr": total}
+
+
+def paged_decode_reduce_inputs(sizes, dtypes, device="cuda"):
+    """Partials of a few sequences, some splits neutral (an empty range's)."""
+    num_seqs = sizes["num_seqs"]
+    g = torch.Generator().manual_seed(num_seqs)
+    rows = (num_seqs, NUM_Q_HEADS, NUM_SPLITS)
+    part_out = torch.randn(*rows, HEAD_DIM, generator=g)
+    part_max = torch.randn(rows, generator=g) * 4
+    part_sum = torch.rand(rows, generator=g) * 8 + 1
+    empty = torch.rand(rows, generator=g) < 0.25
+    empty[..., 0] = False
+    part_out[empty], part_max[empty], part_sum[empty] = 0.0, _ref.NEUTRAL_MAX, 0.0
+    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    out = torch.empty(num_seqs, NUM_Q_HEADS, HEAD_DIM, dtype=dt, device=device)
+    return [part_out.to(device), part_max.to(device), part_sum.to(device), out, num_seqs,
+            out.stride(0), out.stride(1)]  # fmt: skip
+
+
+def paged_decode_reduce_reference(part_out, part_max, part_sum, out, *rest):
+    m = part_max.double().max(-1, keepdim=True).values
+    w = torch.exp2(part_max.double() - m)
+    total = (part_sum.double() * w).sum(-1)
+    return {"out_ptr": (part_out.double() * w[..., None]).sum(-2) / total[..., None]}
+
+
 def _widen(table, max_blocks):
     """The block table padded (with its first block: never read past a context) to the
     bucket's width, as a serving engine allocates it."""
