@@ -284,6 +284,13 @@ def check_steps(m: Manifest) -> None:
             for n, arg in enumerate(step.args[len(k.params) :], len(k.params)):
                 if not isinstance(arg, str):
                     raise DecodeError(f"{at}.args[{n}]", f"{arg!r} cannot be a call value")
+            if step.when is not None:
+                try:
+                    unknown = parse(step.when, predicate=True).names - set(p.dims)
+                except ExprError as exc:
+                    raise DecodeError(f"{at}.when", str(exc)) from None
+                if unknown:
+                    raise DecodeError(f"{at}.when", f"reads {sorted(unknown)}, not dimensions")
 
 
 def check_ops(m: Manifest) -> None:

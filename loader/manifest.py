@@ -277,12 +277,12 @@ class PipelineTensor(Coded):
 
 @dataclass(frozen=True)
 class PipelineStep(Coded):
-    """One kernel call. ``args`` follow the kernel's params: a tensor name for a pointer,
-    an integer expression over the pipeline's dimensions for an integer, a number for a
-    float."""
+    """One kernel call. ``args``: per param a tensor (pointer), an expression of the dims
+    (integer) or a number (float), then the call values; ``when``: at which buckets."""
 
     kernel: str
     args: tuple[str | float, ...]
+    when: str | None = field(default=None, metadata=_OMIT)  # a predicate of the dims
 
 
 @dataclass(frozen=True)

@@ -122,8 +122,9 @@ class Pipeline:
         t = self.spec.tensor(name)
         return f"[{', '.join(t.shape)}] {t.dtype}"
 
-    def _prepare_step(self, index: int) -> tuple[Any, list[Any]]:
-        """The step's kernel and, per argument, how to produce its value for a bucket."""
+    def _prepare_step(self, index: int) -> tuple[Any, list[Any], Any]:
+        """The step's kernel, per argument how to produce its value for a bucket, and its
+        condition (None: every bucket)."""
         step = self.spec.steps[index]
         where = f"pipeline {self.name!r} step {index} ({step.kernel})"
         try:
@@ -149,7 +150,8 @@ class Pipeline:
                 makers.append(("int", fn))
             else:
                 makers.append(("number", a))
-        return kernel, makers
+        when = step.when and compile_function([parse(step.when, predicate=True)], list(self.dims))
+        return kernel, makers, when or None
 
     # -- capture ------------------------------------------------------------------------
 
@@ -198,7 +200,9 @@ class Pipeline:
         ports = {name: i for i, name in enumerate(self.inputs + self.outputs)}
         named_env = dict(zip(self.dims, env, strict=True))
         calls = []
-        for kernel, makers in self._steps:
+        for kernel, makers, when in self._steps:
+            if when is not None and not when(*env)[0]:
+                continue  # the step does not run at this bucket
             values: list[Any] = []
             seen: dict[int, str] = {}
             slots = []

@@ -401,3 +401,34 @@ def test_a_manifest_padding_anything_but_an_input_is_refused() -> None:
             mf.PipelineSpec.from_json({**spec, "tensors": [bad, h]})
     with pytest.raises(loader.BundleError, match="a scratch has no pad value"):
         mf.PipelineSpec.from_json({**spec, "tensors": [x, {**h, "pad": 0}]})
+
+
+def test_a_step_with_a_condition_runs_only_at_the_buckets_where_it_holds(
+    fake: FakeLib, tmp_path: Path
+) -> None:
+    """``when``: out = x * 2 through the buckets up to 16 rows, x * 4 above (a kernel picked
+    per bucket, as a split-KV decode serves few sequences); each graph holds its steps only."""
+    import dataclasses
+
+    from loader import manifest as mf
+    from loader.format import encode, write_atomic
+
+    m = handmade.manifest()
+    tensors = tuple(mf.PipelineTensor(n, "fp16", ("M", "64"), r)
+                    for n, r in (("x", "input"), ("out", "output")))  # fmt: skip
+    steps = (
+        mf.PipelineStep("scale", ("x", "out", "M", "64", "64", 2.0), "M <= 16"),
+        mf.PipelineStep("scale", ("x", "out", "M", "64", "64", 4.0), "M > 16"),
+    )
+    branchy = mf.PipelineSpec("branchy", ("M",), (handmade.BUCKETS,), tensors, steps)
+    m = dataclasses.replace(m, pipelines=(*m.pipelines, branchy))
+    path = tmp_path / "b.aotc"
+    write_atomic(path, encode(m.to_json(), handmade.payloads(m)))
+    with loader.open(path) as b:
+        p = b.pipeline("branchy")
+        for rows, factor in ((3, 2.0), (16, 2.0), (17, 4.0), (256, 4.0)):
+            fake.launches.clear()
+            x, out = HostTensor(rows, fill=0.5), HostTensor(rows)
+            p(x, out)
+            assert out.rows() == expect(x, factor)
+            assert len(fake.launches) == 1  # one step in each bucket's graph

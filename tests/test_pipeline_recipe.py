@@ -280,6 +280,27 @@ CASES = [
         ["[[pipeline]] mlp.tensors.w_norm.shape: has 21 dimensions; at most 16"],
     ),
     (
+        "a condition no bucket meets",
+        'kernel = "rmsnorm"\nargs = { x_ptr = "x"',
+        'kernel = "rmsnorm"\nwhen = "M > 100000"\nargs = { x_ptr = "x"',
+        ["mlp.step[0] (rmsnorm).when: 'M > 100000' holds at no bucket: the step would never run"],
+    ),
+    (
+        "a condition reading no dimension",
+        'kernel = "rmsnorm"\nargs = { x_ptr = "x"',
+        'kernel = "rmsnorm"\nwhen = "N > 1"\nargs = { x_ptr = "x"',
+        [
+            "mlp.step[0] (rmsnorm).when: unknown name(s) N; a step's condition reads the "
+            "pipeline's dimensions M"
+        ],
+    ),
+    (
+        "a scratch written at some buckets only",
+        'kernel = "rmsnorm"\nargs = { x_ptr = "x"',
+        'kernel = "rmsnorm"\nwhen = "M <= 16"\nargs = { x_ptr = "x"',
+        ["mlp.step[1] (gate_up).args.a_ptr: reads 'h' (scratch) before any step writes it at M=32"],
+    ),
+    (
         "a padded weight",
         'w_norm = { role = "weight", dtype = "bf16", shape = [4096] }',
         'w_norm = { role = "weight", dtype = "bf16", shape = [4096], pad = 0 }',

@@ -21,7 +21,7 @@ from loader.manifest import ELEMENT_TYPES, ROLES, PipelineSpec
 from loader.manifest import PipelineTensor as Tensor
 
 from .kernel import KernelRecipe
-from .pipeline_steps import Declared, Flow, check_step
+from .pipeline_steps import Declared, check_flow, check_step
 from .validate import IDENT, Validator, show, sorted_names
 
 PIPELINE_KEYS = ("name", "buckets", "tensors", "step")
@@ -83,13 +83,14 @@ def check_pipeline(
     steps_raw = p.get("step")
     if not isinstance(steps_raw, list) or not steps_raw:
         v.fail(f"{w}.step", "the pipeline has no steps; add [[pipeline.step]] tables")
-    flow = Flow(v, w, tensors)
-    steps = []
+    steps, flows = [], []
     for j, s in enumerate(steps_raw):
         if not isinstance(s, dict):
             v.fail(f"{w}.step[{j}]", "must be a table with kernel and args")
-        steps.append(check_step(v, s, f"{w}.step[{j}]", kernels, tensors, buckets, flow))
-    flow.finish()
+        step, when, accesses = check_step(v, s, f"{w}.step[{j}]", kernels, tensors, buckets)
+        steps.append(step)
+        flows.append((when, accesses))
+    check_flow(v, w, tensors, buckets, flows)
     return PipelineSpec(
         name=str(raw_name),
         dims=tuple(buckets),

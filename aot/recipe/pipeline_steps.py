@@ -17,7 +17,9 @@ from loader.manifest import INT_TYPES, PipelineStep
 from .kernel import KernelRecipe
 from .validate import Validator, show, sorted_names
 
-STEP_KEYS = ("kernel", "args")
+STEP_KEYS = ("kernel", "args", "when")
+# How a step touches a tensor: (recipe key, tensor, whether it writes it)
+Access = tuple[str, str, bool]
 
 
 class Declared:
@@ -40,30 +42,52 @@ class Declared:
 
 
 class Flow:
-    """Which tensors have been written so far, to catch reads of unwritten scratch."""
+    """Which tensors have been written so far, to catch reads of unwritten scratch; ``at``
+    names the bucket when steps run at some buckets only (``when``), checked one by one."""
 
-    def __init__(self, v: Validator, w: str, tensors: Mapping[str, Declared]):
-        self.v, self.w, self.tensors = v, w, tensors
+    def __init__(self, v: Validator, w: str, tensors: Mapping[str, Declared], at: str = ""):
+        self.v, self.w, self.tensors, self.at = v, w, tensors, at
         self.written: set[str] = set()
-        self.used: set[str] = set()
 
     def access(self, key: str, tensor: str, writes: bool) -> None:
         t = self.tensors[tensor]
-        self.used.add(tensor)
         if writes:
             if t.role in ("input", "weight"):
                 self.v.fail(key, f"writes {tensor!r}, a pipeline {t.role}; inputs and weights "
                             "are read-only: write a scratch or output tensor")  # fmt: skip
             self.written.add(tensor)
         elif t.role in ("scratch", "output") and tensor not in self.written:
-            self.v.fail(key, f"reads {tensor!r} ({t.role}) before any step writes it")
+            self.v.fail(key, f"reads {tensor!r} ({t.role}) before any step writes it{self.at}")
 
     def finish(self) -> None:
         for name, t in self.tensors.items():
-            if name not in self.used:
-                self.v.fail(f"{self.w}.tensors.{name}", "no step uses it; remove it")
             if t.role == "output" and name not in self.written:
-                self.v.fail(f"{self.w}.tensors.{name}", "an output no step writes")
+                self.v.fail(f"{self.w}.tensors.{name}", f"an output no step writes{self.at}")
+
+
+def check_flow(
+    v: Validator,
+    w: str,
+    tensors: Mapping[str, Declared],
+    buckets: Mapping[str, tuple[int, ...]],
+    steps: list[tuple[Expr | None, list[Access]]],
+) -> None:
+    """Reads before writes, and every output written: once, or at every bucket when some
+    steps have ``when``; and every tensor used by some step."""
+    conditional = any(when is not None for when, _ in steps)
+    envs = [dict(zip(buckets, c, strict=True)) for c in itertools.product(*buckets.values())]
+    for env in envs if conditional else [{}]:
+        at = " at " + ", ".join(f"{d}={x}" for d, x in env.items()) if env else ""
+        flow = Flow(v, w, tensors, at)
+        for when, accesses in steps:
+            if when is None or when.evaluate(env):
+                for key, tensor, writes in accesses:
+                    flow.access(key, tensor, writes)
+        used = {t for _, accesses in steps for _, t, _ in accesses}
+        for name in tensors:
+            if name not in used:
+                v.fail(f"{w}.tensors.{name}", "no step uses it; remove it")
+        flow.finish()
 
 
 def check_step(
@@ -73,8 +97,8 @@ def check_step(
     kernels: Mapping[str, KernelRecipe],
     tensors: Mapping[str, Declared],
     buckets: Mapping[str, tuple[int, ...]],
-    flow: Flow,
-) -> PipelineStep:
+) -> tuple[PipelineStep, Expr | None, list[Access]]:
+    """The step, its condition (``when``), and how it touches each tensor."""
     v.keys(s, STEP_KEYS, sw)
     kname = v.string(s, "kernel", sw)
     kr = kernels.get(kname)
@@ -94,12 +118,12 @@ def check_step(
             close = difflib.get_close_matches(a, known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"arguments: {', '.join(known)}"
             v.fail(f"{sw}.args.{a}", f"{kname} has no argument {a!r}; {hint}")
+    when = _when(v, s, sw, buckets)
     pointers = {p: _pointer(v, sw, p, args, kr, tensors) for p in sig if sig[p].startswith("*")}
     bound = _bind(v, sw, kr, args, pointers, tensors, set(buckets))
-    _check_shapes(v, sw, kr, pointers, bound, tensors, buckets)
+    _check_shapes(v, sw, kr, pointers, bound, tensors, buckets, when)
     _check_dtypes(v, sw, kr, pointers, tensors)
-    for p, t in pointers.items():
-        flow.access(f"{sw}.args.{p}", t, p in kr.writes)
+    accesses = [(f"{sw}.args.{p}", t, p in kr.writes) for p, t in pointers.items()]
     out: list[str | float] = []
     for p, ptype in sig.items():
         if p in pointers:
@@ -109,7 +133,28 @@ def check_step(
         else:
             out.append(_number(v, args.get(p), f"{sw}.args.{p}", p, ptype))
     out.extend(e.text for e in _call_values(v, sw, kr, args, pointers, tensors, set(buckets)))
-    return PipelineStep(kname, tuple(out))
+    return PipelineStep(kname, tuple(out), None if when is None else when.text), when, accesses
+
+
+def _when(
+    v: Validator, s: Mapping[str, Any], sw: str, buckets: Mapping[str, tuple[int, ...]]
+) -> Expr | None:
+    """The step's condition: a predicate of the pipeline's dimensions, true at some bucket
+    (the step runs at the buckets where it holds)."""
+    if "when" not in s:
+        return None
+    key = f"{sw}.when"
+    if not isinstance(s["when"], str):
+        v.fail(key, f'{show(s["when"])}: give a condition of the dimensions, e.g. "T <= 4"')
+    when = v.parse_expr(s["when"], key, predicate=True)
+    unknown = when.names - set(buckets)
+    if unknown:
+        v.fail(key, f"unknown name(s) {sorted_names(unknown)}; a step's condition reads the "
+               f"pipeline's dimensions {sorted_names(buckets)}")  # fmt: skip
+    envs = [dict(zip(buckets, c, strict=True)) for c in itertools.product(*buckets.values())]
+    if not any(when.evaluate(env) for env in envs):
+        v.fail(key, f"{when.text!r} holds at no bucket: the step would never run")
+    return when
 
 
 def _call_values(
@@ -234,12 +279,15 @@ def _check_shapes(
     bound: Mapping[str, Expr],
     tensors: Mapping[str, Declared],
     buckets: Mapping[str, tuple[int, ...]],
+    when: Expr | None,
 ) -> None:
-    """At every bucket: each pointer's tensor has the shape and strides the kernel reads,
-    and every integer argument fits its type."""
+    """At every bucket where the step runs: each pointer's tensor has the shape and strides
+    the kernel reads, and every integer argument fits its type."""
     dims = list(buckets)
     for combo in itertools.product(*buckets.values()):
-        _check_at(v, sw, kr, pointers, bound, tensors, dict(zip(dims, combo, strict=True)))
+        env = dict(zip(dims, combo, strict=True))
+        if when is None or when.evaluate(env):
+            _check_at(v, sw, kr, pointers, bound, tensors, env)
 
 
 def _check_at(

@@ -77,8 +77,9 @@ def paged_decode_split_inputs(sizes, dtypes, device="cuda"):
                torch.empty(rows, dtype=torch.float32, device=device),
                torch.empty(rows, dtype=torch.float32, device=device)]  # fmt: skip
     table = _widen(table, max_blocks)
+    strides = [q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3], table.stride(0)]
     return [q, k, v, table, ctx, *scratch, 1 / math.sqrt(HEAD_DIM), num_seqs, max_blocks,
-            q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3], table.stride(0)]  # fmt: skip
+            *strides]  # fmt: skip
 
 
 def paged_decode_split_reference(q, k, v, table, ctx, part_out, part_max, part_sum, sm_scale,
