@@ -97,7 +97,7 @@ def _params(compiled: Any) -> list[str]:
 
 def _paged(G: int, bn: int, splits: int = 0) -> dict[str, Any]:
     consts = {"HEAD_DIM": 128, "BLOCK_SIZE": 16, "QUERIES_PER_KV": G, "BLOCK_N": bn}
-    return {**consts, "NUM_SPLITS": splits} if splits else consts
+    return {**consts, "NUM_SPLITS": splits, "MIN_SPLIT": 512} if splits else consts
 
 
 def _gemm(silu: bool, bm: int, bn: int, bk: int, align: int = 0) -> dict[str, Any]:
@@ -185,7 +185,8 @@ def _relative_error(out: Any, expected: Any) -> float:
 
 
 def _paged_case(mods: dict[str, ModuleType], lens: tuple[int, ...], hq: int, hkv: int, d: int,
-                bs: int, bn: int, splits: int, dtype: str) -> float:  # fmt: skip
+                bs: int, bn: int, splits: int, dtype: str,
+                min_split: int = 0) -> float:  # fmt: skip
     import torch
 
     pa, ref = mods["pa"], mods["ref"]
@@ -196,13 +197,14 @@ def _paged_case(mods: dict[str, ModuleType], lens: tuple[int, ...], hq: int, hkv
     for t in scratch:
         t.fill_(float("nan"))
     pa.paged_attention(q, kc, vc, table, cl, out, scale, block_n=bn, num_splits=splits,
-                       scratch=scratch)  # fmt: skip
+                       scratch=scratch, min_split=min_split)  # fmt: skip
     error = _relative_error(out, ref.paged_reference(q, kc, vc, table, cl, scale))
     if splits > 1:  # the partials, the neutral ones past a short context's end included
         import torch
 
         part_out, part_max, part_sum = scratch
-        want_out, want_max, want_sum = ref.split_reference(q, kc, vc, table, cl, scale, splits)
+        want_out, want_max, want_sum = ref.split_reference(q, kc, vc, table, cl, scale, splits,
+                                                           min_split)  # fmt: skip
         neutral = want_max == ref.NEUTRAL_MAX
         fp32_neutral = torch.tensor(ref.NEUTRAL_MAX, dtype=torch.float32)
         assert bool((part_max[neutral] == fp32_neutral).all()), part_max[neutral]
@@ -229,6 +231,11 @@ for _dtype in ("fp16", "bf16"):
 CASES["paged-G4-bs8-d64-fp16"] = partial(
     _paged_case, lens=(3, 70, 9), hq=8, hkv=2, d=64, bs=8, bn=32, splits=1, dtype="fp16"
 )
+# ranges of at least 32 tokens: 100 tokens use 4 of the 8 splits, 1 and 17 one each
+CASES["paged-G4-splits8-min32-fp16"] = partial(
+    _paged_case, lens=(100, 1, 17, 0), hq=8, hkv=2, d=32, bs=16, bn=16, splits=8,
+    dtype="fp16", min_split=32,
+)  # fmt: skip
 CASES["paged-G8-splits8-short-fp16"] = partial(
     _paged_case, lens=(1, 2, 130), hq=8, hkv=1, d=32, bs=16, bn=16, splits=8, dtype="fp16"
 )

@@ -23,7 +23,9 @@ there (a freed block's stale values, NaN included) cannot reach the output.
 ``paged_decode_split`` (flash-decoding, for few sequences with long contexts): grid
 (num_seqs, num_kv_heads, NUM_SPLITS). Each sequence's context is cut into NUM_SPLITS equal
 ranges (rounded up to whole cache blocks, so that the partials do not depend on BLOCK_N and
-a build can verify them); each program writes its range's unnormalised output, running
+a build can verify them), of at least MIN_SPLIT tokens (a short context uses fewer ranges,
+the others returning at once: one kernel serves every context length); each program writes
+its range's unnormalised output, running
 maximum (log2 domain) and sum to fp32 scratch laid out contiguously as
 [num_seqs, num_q_heads, NUM_SPLITS, HEAD_DIM] (part_out) and [num_seqs, num_q_heads,
 NUM_SPLITS] (part_max, part_sum). A range past a short sequence's end writes the neutral
@@ -176,8 +178,10 @@ def paged_decode_split(
     QUERIES_PER_KV: tl.constexpr,
     BLOCK_N: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
+    MIN_SPLIT: tl.constexpr,
 ):
     tl.static_assert(BLOCK_N % BLOCK_SIZE == 0, "BLOCK_N must be a multiple of BLOCK_SIZE")
+    tl.static_assert(MIN_SPLIT % BLOCK_SIZE == 0, "MIN_SPLIT must be a multiple of BLOCK_SIZE")
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
@@ -187,7 +191,8 @@ def paged_decode_split(
     ROWS: tl.constexpr = max(16, triton.next_power_of_2(QUERIES_PER_KV))
     qk_scale = sm_scale * _LOG2E
     n_ctx = _context(context_lens_ptr, seq, max_blocks_per_seq, BLOCK_SIZE)
-    per_split = tl.cdiv(tl.cdiv(n_ctx, NUM_SPLITS), BLOCK_SIZE) * BLOCK_SIZE
+    per_split = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, NUM_SPLITS), BLOCK_SIZE) * BLOCK_SIZE,
+                           MIN_SPLIT)  # fmt: skip
     lo = split * per_split
     hi = tl.minimum(lo + per_split, n_ctx)
     q = _load_queries(q_ptr, seq, kv_head, stride_q_seq, stride_q_head,
@@ -256,9 +261,11 @@ def split_scratch(num_seqs: int, num_q_heads: int, num_splits: int, head_dim: in
 
 
 def paged_attention(q, k_cache, v_cache, block_table, context_lens, out, sm_scale,
-                    block_n=64, num_splits=1, scratch=None, num_warps=4, num_stages=2):  # fmt: skip
+                    block_n=64, num_splits=1, scratch=None, num_warps=4, num_stages=2,
+                    min_split=0):  # fmt: skip
     """out = decode attention of q over the paged cache; split-KV when num_splits > 1 (a
-    power of two; ``scratch`` from split_scratch, made here when None)."""
+    power of two; ``scratch`` from split_scratch, made here when None), each range of at
+    least ``min_split`` tokens."""
     num_seqs, num_q_heads, head_dim = q.shape
     _, num_kv_heads, block_size, _ = k_cache.shape
     common = (
@@ -279,7 +286,7 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, out, sm_scal
         scratch = split_scratch(num_seqs, num_q_heads, num_splits, head_dim, q)
     paged_decode_split[(num_seqs, num_kv_heads, num_splits)](
         q, k_cache, v_cache, block_table, context_lens, *scratch, *common,
-        NUM_SPLITS=num_splits, **meta,
+        NUM_SPLITS=num_splits, MIN_SPLIT=min_split, **meta,
     )  # fmt: skip
     paged_decode_reduce[(num_seqs, num_q_heads)](
         *scratch, out, num_seqs, out.stride(0), out.stride(1),

@@ -130,12 +130,13 @@ def paged_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale):
 NEUTRAL_MAX = -3.0e38  # paged_attention.py's: an empty range's running maximum
 
 
-def split_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale, num_splits):
+def split_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale, num_splits,
+                    min_split=0):  # fmt: skip
     """paged_decode_split's partials in float64, (part_out [S, Hq, splits, D], part_max and
     part_sum [S, Hq, splits]): each context cut into num_splits ranges of whole cache
-    blocks; over a range, the scores' maximum in the log2 domain, the sum of 2 ** (score -
-    maximum), and those weights' sum of values; the neutral (0, NEUTRAL_MAX, 0) past the
-    end."""
+    blocks (at least ``min_split`` tokens); over a range, the scores' maximum in the log2
+    domain, the sum of 2 ** (score - maximum), and those weights' sum of values; the
+    neutral (0, NEUTRAL_MAX, 0) past the end."""
     num_seqs, num_q_heads, head_dim = q.shape
     num_kv_heads, block_size = k_cache.shape[1], k_cache.shape[2]
     rows = (num_seqs, num_q_heads, num_splits)
@@ -145,7 +146,7 @@ def split_reference(q, k_cache, v_cache, block_table, context_lens, sm_scale, nu
     scale = sm_scale * 1.4426950408889634
     for i, n in enumerate(context_lens.tolist()):
         n = min(n, block_table.shape[1] * block_size)
-        per = cdiv(cdiv(n, num_splits), block_size) * block_size
+        per = max(cdiv(cdiv(n, num_splits), block_size) * block_size, min_split)
         if n == 0:
             continue
         k = gather_kv(k_cache, block_table[i], n).double().repeat_interleave(
