@@ -119,29 +119,25 @@ def _layernorm(mods: dict[str, ModuleType], rows: int, cols: int, dtype: str, bn
     )
 
 
-def _plant_ties(args: list[Any]) -> None:
-    """Row r's maximum twice, at columns r + 3 and, in another tile, N - 2 - r: the first
-    must win."""
-    x = args[0]
-    for r in range(x.shape[0]):
-        x[r, r + 3] = x[r, x.shape[1] - 2 - r] = 50.0
-
-
 def _row_stats(mods: dict[str, ModuleType], M: int, N: int, dtype: str, bm: int, bn: int) -> float:
-    outs = _launch(
-        mods,
-        "row_stats",
-        "row_stats",
-        "row_stats",
-        {"M": M, "N": N},
-        dtype,
-        (_cdiv(M, bm),),
-        {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": 2},
-        _plant_ties,
-    )
-    got, want = outs.pop("argmax_ptr")
-    assert got.tolist() == [int(i) for i in want.tolist()], (got, want)  # exactly
-    assert want.tolist() == [r + 3 for r in range(M)]  # the planted first maximum
+    """Row r's maximum planted twice, at columns r + 3 and, in another tile, N - 2 - r:
+    the argmax must be the first, exactly."""
+    seen: list[Any] = []
+
+    def plant(args: list[Any]) -> None:
+        x, argmax = args[0], args[3]
+        for r in range(M):
+            x[r, r + 3] = x[r, N - 2 - r] = 50.0
+        argmax.fill_(-1)  # poisoned: a row left unwritten shows
+        seen.extend(args)
+
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": 2}
+    outs = _launch(mods, "row_stats", "row_stats", "row_stats", {"M": M, "N": N}, dtype,
+                   (_cdiv(M, bm),), meta, plant)  # fmt: skip
+    x, argmax = seen[0], seen[3]
+    want = mods["ref"].row_stats_argmax(x)
+    assert want.tolist() == [r + 3 for r in range(M)]
+    assert argmax.tolist() == want.tolist(), (argmax, want)
     return _error(outs)
 
 
