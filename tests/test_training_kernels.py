@@ -470,3 +470,29 @@ def test_costmodel_eval_takes_the_training_databases_only_when_they_exist(
     after = ev.databases(tmp_path)
     assert after == [*before, tmp_path / "h200-training" / "layernorm.tunedb.jsonl.gz"]
     assert ev.recipes(after) == [*ev.recipes(before), ev.TRAINING]
+
+
+def test_a_training_database_resolves_to_its_recipe(plans: dict[str, Any]) -> None:
+    """Records as the tuner writes them on the H200 (a bucket read off a call value, a
+    listed size) resolve to the recipe's instance, bucket and configs: the cost model's
+    data set can featurise them."""
+    from aot.costmodel.data import Catalog, groups
+    from aot.tune.db import Record
+    from aot.tune.decide import problem
+
+    plan = plans["layernorm"]
+    inst = plan.instances[0]
+    bucket = inst.buckets[3]
+    configs = inst.candidates(bucket)[:5]
+    records = [
+        Record(kernel=inst.kernel.name, source=plan.sources[inst.kernel.name].cache_key,
+               triton="3.6.0", device="NVIDIA H200", arch="sm_90", dtypes=dict(inst.dtypes),
+               problem=problem(inst, bucket), config=c.id, kind="bench", ok=True,
+               ms=1.0 + i)
+        for i, c in enumerate(configs)
+    ]  # fmt: skip
+    (group,) = groups(records, "layernorm.tunedb.jsonl.gz")
+    resolved = Catalog([TRAINING / "layernorm.toml"]).resolve(group)
+    assert resolved is not None
+    assert resolved.bucket == bucket and resolved.gpu.name == "H200"
+    assert {c.id for c in configs} <= resolved.configs.keys()
