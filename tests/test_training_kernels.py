@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 import math
 import sys
 from collections.abc import Callable
@@ -250,6 +251,10 @@ CASES["row-stats-one-row-per-program-bf16"] = partial(
 CASES["transpose-fp32"] = partial(_transpose, M=33, N=64, dtype="fp32", bm=32, bn=16)
 CASES["attention-causal-square-tiles-fp16"] = partial(
     _attention, name="attention_causal_d64", bh=1, n=96, dtype="fp16", bm=32, bn=32
+)
+# key tiles wider than query tiles: the causal sweep's last tile reaches past the diagonal
+CASES["attention-causal-wide-key-tiles-bf16"] = partial(
+    _attention, name="attention_causal_d64", bh=2, n=70, dtype="bf16", bm=16, bn=64
 )
 
 
@@ -496,3 +501,33 @@ def test_a_training_database_resolves_to_its_recipe(plans: dict[str, Any]) -> No
     assert resolved is not None
     assert resolved.bucket == bucket and resolved.gpu.name == "H200"
     assert {c.id for c in configs} <= resolved.configs.keys()
+
+
+def test_the_gpu_script_sends_back_each_database_and_tabulates_it(tmp_path: Path) -> None:
+    """benchmarks/run_training_on_gpu.sh without a GPU and with no recipe to build: what a
+    stage left in its work folder comes back gzipped, and the last table counts it."""
+    import gzip
+    import os
+    import shutil
+    import subprocess
+
+    work, out = tmp_path / "w", tmp_path / "out"
+    (work / "logs").mkdir(parents=True)
+    lines = [
+        {"kernel": "k", "source": "s", "dtypes": {"T": "fp16"}, "problem": {"M": m},
+         "config": c, "kind": kind, "ok": ok}
+        for m in (1, 16) for c in ("a", "b", "c") for kind, ok in (("bench", c != "c"),)
+    ]  # fmt: skip
+    lines.append({**lines[0], "kind": "verify", "ok": True})
+    text = "\n".join(json.dumps(x) for x in lines) + "\n"
+    (work / "bmm.tunedb.jsonl").write_text(text)
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path, "W": str(work), "OUT": str(out), "KERNELS": "none"}
+    assert shutil.which("bash")
+    proc = subprocess.run(["bash", "benchmarks/run_training_on_gpu.sh"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert gzip.decompress((out / "training" / "bmm.tunedb.jsonl.gz").read_bytes()) == text.encode()
+    assert "none: no benchmarks/training/none.toml" in proc.stdout
+    row = next(x for x in proc.stdout.splitlines() if x.startswith("bmm.tunedb.jsonl"))
+    assert row.split()[1:] == ["2", "4", "2-2", "2", "0", "1/1"], row
