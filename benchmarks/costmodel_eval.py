@@ -15,8 +15,11 @@
    order (what the tuner does today) and from the learned model's (trained without the
    kernel: what it does for a kernel with ``predict = "cost-model"``), side by side.
 
-Compiles every timed config once (about 1000 variants, through the compile cache:
-AOTC_CACHE_DIR); needs lightgbm. No GPU.
+The training kernels' databases (benchmarks/data/h200-training/*.tunedb.jsonl.gz, measured
+densely by benchmarks/run_training_on_gpu.sh) join both the training and the held-out
+sets when they are there; leave-one-kernel-out holds each of them out in turn like any
+other kernel. Compiles every timed config once (about 1000 variants without them,
+through the compile cache: AOTC_CACHE_DIR); needs lightgbm. No GPU.
 """
 
 from __future__ import annotations
@@ -33,12 +36,30 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 DATA = ROOT / "benchmarks" / "data"
-DBS = [DATA / "h200-exhaustive.tunedb.jsonl.gz", DATA / "h200-example.tunedb.jsonl.gz",
-       DATA / "h200-mlp.tunedb.jsonl.gz",
-       *sorted((DATA / "h200-gallery").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
-RECIPES = [ROOT / "benchmarks" / "recipes" / "exhaustive.toml", ROOT / "recipes" / "example.toml",
-           ROOT / "recipes" / "mlp.toml", ROOT / "recipes" / "gallery",
-           ROOT / "tests" / "data" / "shipped" / "shipped.toml"]  # fmt: skip
+TRAINING = ROOT / "benchmarks" / "training"  # the dense training kernels' recipes
+
+
+def databases(data: Path) -> list[Path]:
+    """The committed H200 databases; those of the training kernels (benchmarks/training/,
+    from benchmarks/run_training_on_gpu.sh) when ``data/h200-training/`` holds them."""
+    return [data / "h200-exhaustive.tunedb.jsonl.gz", data / "h200-example.tunedb.jsonl.gz",
+            data / "h200-mlp.tunedb.jsonl.gz",
+            *sorted((data / "h200-gallery").glob("*.tunedb.jsonl.gz")),
+            *sorted((data / "h200-training").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
+
+
+def recipes(dbs: list[Path]) -> list[Path]:
+    """The recipes that resolve ``dbs``: the training folder only when a training database
+    is among them (planning it imports its kernels)."""
+    training = any(db.parent.name == "h200-training" for db in dbs)
+    return [ROOT / "benchmarks" / "recipes" / "exhaustive.toml", ROOT / "recipes" / "example.toml",
+            ROOT / "recipes" / "mlp.toml", ROOT / "recipes" / "gallery",
+            ROOT / "tests" / "data" / "shipped" / "shipped.toml",
+            *([TRAINING] if training else [])]  # fmt: skip
+
+
+DBS = databases(DATA)
+RECIPES = recipes(DBS)
 EXHAUSTIVE = "h200-exhaustive.tunedb.jsonl.gz"
 
 

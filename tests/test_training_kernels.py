@@ -1,0 +1,533 @@
+"""The cost model's training kernels (benchmarks/training/) on the CPU.
+
+Run by Triton's interpreter at small, ragged sizes (rows wider than one block, sizes that
+are no multiple of the tiles, causal and not), each must match the float64 reference of
+benchmarks/training/reference.py, fed by the same ``inputs`` function the tuner uses.
+Every recipe must plan as a dense search (the ``grid`` strategy with no early stop, every
+config timed at every bucket) sized for one GPU call, and
+benchmarks/costmodel_eval.py must take the training databases when they exist.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import math
+import sys
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.interpreted import child as interpreted_child
+from tests.interpreted import run as interpreted_run
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAINING = ROOT / "benchmarks" / "training"
+RECIPES = sorted(TRAINING.glob("*.toml"))
+RESULTS_MARK = "TRAINING-INTERPRETED "
+TOL = {"fp16": 3e-3, "bf16": 2e-2, "fp32": 1e-5}
+
+
+def _load(path: Path, as_name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(as_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[as_name] = module  # dataclasses look their module up while it runs
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- run by the interpreter -------------------------------------------------------------
+
+Case = Callable[[dict[str, ModuleType]], float]
+CASES: dict[str, Case] = {}
+
+
+def _relative_error(out: Any, expected: Any) -> float:
+    """Largest error relative to the largest expected magnitude (NaN if any is left)."""
+    import torch
+
+    if not bool(torch.isfinite(out).all()):
+        return math.nan
+    return float((out.double() - expected).abs().max() / expected.abs().max())
+
+
+def _params(fn: Any) -> list[str]:
+    """A kernel's runtime (non-constexpr) parameters, as its launch takes them."""
+    while not inspect.isfunction(fn):
+        fn = fn.fn
+    sig = inspect.signature(fn).parameters.values()
+    return [p.name for p in sig if "constexpr" not in str(p.annotation)]
+
+
+def _launch(
+    mods: dict[str, ModuleType],
+    stem: str,
+    name: str,
+    kernel: str,
+    sizes: dict[str, int],
+    dtype: str,
+    grid: tuple[int, ...],
+    meta: dict[str, Any],
+    prepare: Callable[[list[Any]], None] | None = None,
+) -> dict[str, tuple[Any, Any]]:
+    """``NAME_inputs`` on the CPU, outputs poisoned (NaN, or -1 for integers, so that an
+    element left unwritten shows), one launch: {output: (what the kernel wrote, the
+    float64 reference)}."""
+    import torch
+
+    ref = mods["ref"]
+    torch.manual_seed(sum(sizes.values()))
+    args = getattr(ref, f"{name}_inputs")(sizes, {"T": dtype}, device="cpu")
+    if prepare is not None:
+        prepare(args)
+    fn = getattr(mods[stem], kernel)
+    params = _params(fn)
+    assert len(params) == len(args), (params, len(args))
+    expected = getattr(ref, f"{name}_reference")(*args)
+    for out in expected:
+        t = args[params.index(out)]
+        t.fill_(float("nan") if t.is_floating_point() else -1)
+    fn[grid](*args, **meta)
+    return {o: (args[params.index(o)], e) for o, e in expected.items()}
+
+
+def _error(outs: dict[str, tuple[Any, Any]]) -> float:
+    return max(_relative_error(got, want) for got, want in outs.values())
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def _layernorm(mods: dict[str, ModuleType], rows: int, cols: int, dtype: str, bn: int) -> float:
+    return _error(
+        _launch(
+            mods,
+            "layernorm",
+            "layernorm",
+            "layernorm_fwd",
+            {"n_rows": rows, "n_cols": cols},
+            dtype,
+            (rows,),
+            {"BLOCK_N": bn, "num_warps": 4},
+        )
+    )
+
+
+def _row_stats(mods: dict[str, ModuleType], M: int, N: int, dtype: str, bm: int, bn: int) -> float:
+    """Row r's maximum planted twice, at columns r + 3 and, in another tile, N - 2 - r:
+    the argmax must be the first, exactly."""
+    seen: list[Any] = []
+
+    def plant(args: list[Any]) -> None:
+        x, argmax = args[0], args[3]
+        for r in range(M):
+            x[r, r + 3] = x[r, N - 2 - r] = 50.0
+        argmax.fill_(-1)  # poisoned: a row left unwritten shows
+        seen.extend(args)
+
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": 2}
+    outs = _launch(mods, "row_stats", "row_stats", "row_stats", {"M": M, "N": N}, dtype,
+                   (_cdiv(M, bm),), meta, plant)  # fmt: skip
+    x, argmax = seen[0], seen[3]
+    want = mods["ref"].row_stats_argmax(x)
+    assert want.tolist() == [r + 3 for r in range(M)]
+    assert argmax.tolist() == want.tolist(), (argmax, want)
+    return _error(outs)
+
+
+def _cross_entropy(mods: dict[str, ModuleType], rows: int, V: int, dtype: str, bv: int) -> float:
+    return _error(
+        _launch(
+            mods,
+            "cross_entropy",
+            "cross_entropy",
+            "cross_entropy_fwd",
+            {"n_rows": rows, "V": V},
+            dtype,
+            (rows,),
+            {"BLOCK_V": bv, "num_warps": 4},
+        )
+    )
+
+
+def _bias_gelu(mods: dict[str, ModuleType], M: int, N: int, dtype: str, block: int) -> float:
+    return _error(
+        _launch(
+            mods,
+            "bias_gelu",
+            "bias_gelu",
+            "bias_gelu",
+            {"M": M, "N": N},
+            dtype,
+            (_cdiv(M * N, block),),
+            {"BLOCK": block, "num_warps": 4},
+        )
+    )
+
+
+def _transpose(mods: dict[str, ModuleType], M: int, N: int, dtype: str, bm: int, bn: int) -> float:
+    return _error(
+        _launch(
+            mods,
+            "transpose",
+            "transpose",
+            "transpose",
+            {"M": M, "N": N},
+            dtype,
+            (_cdiv(M, bm), _cdiv(N, bn)),
+            {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": 4},
+        )
+    )
+
+
+def _attention(
+    mods: dict[str, ModuleType], name: str, bh: int, n: int, dtype: str, bm: int, bn: int
+) -> float:
+    causal = "causal" in name
+    d = 64 if name.endswith("d64") else 128
+    meta = {"HEAD_DIM": d, "CAUSAL": causal, "BLOCK_M": bm, "BLOCK_N": bn, "num_warps": 4}
+    return _error(
+        _launch(
+            mods,
+            "attention",
+            name,
+            "attention_fwd",
+            {"BH": bh, "N_CTX": n},
+            dtype,
+            (_cdiv(n, bm), bh),
+            meta,
+        )
+    )
+
+
+def _bmm(
+    mods: dict[str, ModuleType],
+    B: int,
+    M: int,
+    N: int,
+    K: int,
+    dtype: str,
+    blocks: tuple[int, int, int],
+) -> float:
+    bm, bn, bk = blocks
+    return _error(
+        _launch(
+            mods,
+            "bmm",
+            "bmm",
+            "bmm_bias",
+            {"BATCH": B, "M": M, "N": N, "K": K},
+            dtype,
+            (_cdiv(N, bn), _cdiv(M, bm), B),
+            {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4},
+        )
+    )
+
+
+for _dt in ("fp16", "bf16"):
+    # a row of 300: two and a half tiles of 128, or one tile of 512 with a masked tail
+    CASES[f"layernorm-tiled-{_dt}"] = partial(_layernorm, rows=3, cols=300, dtype=_dt, bn=128)
+    CASES[f"layernorm-one-tile-{_dt}"] = partial(_layernorm, rows=2, cols=300, dtype=_dt, bn=512)
+    CASES[f"cross-entropy-{_dt}"] = partial(_cross_entropy, rows=9, V=1000, dtype=_dt, bv=256)
+    CASES[f"bias-gelu-{_dt}"] = partial(_bias_gelu, M=7, N=100, dtype=_dt, block=256)
+    CASES[f"transpose-{_dt}"] = partial(_transpose, M=50, N=70, dtype=_dt, bm=16, bn=32)
+    for _name in ("attention_d128", "attention_causal_d128", "attention_causal_d64"):
+        # 70 keys: a ragged last tile of both queries and keys
+        CASES[f"{_name}-{_dt}"] = partial(
+            _attention, name=_name, bh=2, n=70, dtype=_dt, bm=32, bn=16
+        )
+    CASES[f"bmm-{_dt}"] = partial(_bmm, B=2, M=20, N=48, K=40, dtype=_dt, blocks=(16, 32, 16))
+CASES["row-stats-ties-fp16"] = partial(_row_stats, M=5, N=1000, dtype="fp16", bm=2, bn=256)
+CASES["row-stats-one-row-per-program-bf16"] = partial(
+    _row_stats, M=3, N=300, dtype="bf16", bm=1, bn=128
+)
+CASES["transpose-fp32"] = partial(_transpose, M=33, N=64, dtype="fp32", bm=32, bn=16)
+CASES["attention-causal-square-tiles-fp16"] = partial(
+    _attention, name="attention_causal_d64", bh=1, n=96, dtype="fp16", bm=32, bn=32
+)
+# key tiles wider than query tiles: the causal sweep's last tile reaches past the diagonal
+CASES["attention-causal-wide-key-tiles-bf16"] = partial(
+    _attention, name="attention_causal_d64", bh=2, n=70, dtype="bf16", bm=16, bn=64
+)
+
+
+def _modules() -> dict[str, Any]:
+    stems = (
+        "layernorm",
+        "row_stats",
+        "cross_entropy",
+        "bias_gelu",
+        "transpose",
+        "attention",
+        "bmm",
+    )
+    mods = {s: _load(TRAINING / f"{s}.py", f"training_{s}") for s in stems}
+    return {**mods, "ref": _load(TRAINING / "reference.py", "training_reference")}
+
+
+@pytest.fixture(scope="module")
+def interpreted() -> dict[str, float | str]:
+    pytest.importorskip("torch", reason="the interpreted checks need torch")
+    pytest.importorskip("triton", reason="the training kernels need triton")
+    results: dict[str, float | str] = interpreted_run(__file__, RESULTS_MARK, ROOT)
+    return results
+
+
+@pytest.mark.parametrize("case_id", list(CASES))
+def test_interpreted_matches_reference(interpreted: dict[str, float | str], case_id: str) -> None:
+    result = interpreted[case_id]
+    if isinstance(result, str):
+        pytest.fail(f"{case_id} under TRITON_INTERPRET=1:\n{result}", pytrace=False)
+    dtype = case_id.rsplit("-", 1)[1]
+    # NaN (an output element never written) fails this comparison too
+    assert result < TOL[dtype], (case_id, result)
+
+
+if __name__ == "__main__":
+    interpreted_child(CASES, _modules, RESULTS_MARK)
+
+
+# -- compiled for sm_90 (the interpreter does not check what only the compiler refuses) ---
+
+# (file, kernel, the recipe's inputs, sizes, dtype, constexprs, num_warps, num_stages)
+COMPILES = {
+    "layernorm": (
+        "layernorm",
+        "layernorm_fwd",
+        "layernorm",
+        {"n_rows": 4, "n_cols": 4096},
+        "bf16",
+        {"BLOCK_N": 1024},
+        4,
+        1,
+    ),
+    "row_stats": (
+        "row_stats",
+        "row_stats",
+        "row_stats",
+        {"M": 4, "N": 32000},
+        "fp16",
+        {"BLOCK_M": 4, "BLOCK_N": 1024},
+        4,
+        1,
+    ),
+    "cross_entropy": (
+        "cross_entropy",
+        "cross_entropy_fwd",
+        "cross_entropy",
+        {"n_rows": 4, "V": 32000},
+        "bf16",
+        {"BLOCK_V": 4096},
+        8,
+        2,
+    ),
+    "bias_gelu": (
+        "bias_gelu",
+        "bias_gelu",
+        "bias_gelu",
+        {"M": 4, "N": 4096},
+        "fp16",
+        {"BLOCK": 1024},
+        4,
+        1,
+    ),
+    "transpose": (
+        "transpose",
+        "transpose",
+        "transpose",
+        {"M": 128, "N": 4096},
+        "fp32",
+        {"BLOCK_M": 64, "BLOCK_N": 32},
+        4,
+        1,
+    ),
+    "attention_causal_d128": (
+        "attention",
+        "attention_fwd",
+        "attention_causal_d128",
+        {"BH": 2, "N_CTX": 512},
+        "bf16",
+        {"HEAD_DIM": 128, "CAUSAL": True, "BLOCK_M": 64, "BLOCK_N": 64},
+        4,
+        2,
+    ),
+    "bmm": (
+        "bmm",
+        "bmm_bias",
+        "bmm",
+        {"BATCH": 2, "M": 16, "N": 1024, "K": 1024},
+        "fp16",
+        {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64},
+        4,
+        3,
+    ),
+}
+_TYPES = {
+    "torch.float16": "*fp16",
+    "torch.bfloat16": "*bf16",
+    "torch.float32": "*fp32",
+    "torch.int32": "*i32",
+    "torch.int64": "*i64",
+}
+
+
+def _triton_type(value: Any) -> str:
+    if isinstance(value, float):
+        return "fp32"
+    if isinstance(value, int):
+        return "i32"
+    return _TYPES[str(value.dtype)]
+
+
+@pytest.mark.parametrize("case", list(COMPILES))
+def test_compiles_for_sm90(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch", reason="the inputs need torch")
+    triton = pytest.importorskip("triton", reason="the training kernels need triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    stem, kernel, name, sizes, dtype, consts, warps, stages = COMPILES[case]
+    ref = _load(TRAINING / "reference.py", "training_reference_meta")
+    args = getattr(ref, f"{name}_inputs")(sizes, {"T": dtype}, device="meta")
+    fn = getattr(_load(TRAINING / f"{stem}.py", f"training_{stem}_compiled"), kernel)
+    params = _params(fn)
+    sig = {p: _triton_type(a) for p, a in zip(params, args, strict=True)}
+    src = ASTSource(
+        fn=fn, signature={**sig, **dict.fromkeys(consts, "constexpr")}, constexprs=consts
+    )
+    options = {"num_warps": warps, "num_stages": stages}
+    compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+    assert compiled.metadata.num_warps == warps
+
+
+# -- the recipes: dense, verified, sized for one GPU call ---------------------------------
+
+BENCH_MS = 45.0  # a benchmark's cost on the H200, from the exhaustive pass (README.md)
+ONE_CALL_S = 330  # what the GPU script may spend tuning, of its 8 minutes (README.md)
+
+
+def _estimate() -> ModuleType:
+    return _load(TRAINING / "estimate.py", "training_estimate")
+
+
+@pytest.fixture(scope="module")
+def plans() -> dict[str, Any]:
+    pytest.importorskip("torch", reason="planning the training recipes needs torch")
+    pytest.importorskip("triton", reason="planning the training recipes needs triton")
+    from aot.plan import make_plan
+    from aot.recipe import load
+
+    return {p.stem: make_plan(load(p)) for p in RECIPES}
+
+
+@pytest.mark.parametrize("recipe", [p.stem for p in RECIPES])
+def test_every_config_is_timed_at_every_bucket_and_verified(
+    plans: dict[str, Any], recipe: str
+) -> None:
+    for inst in plans[recipe].instances:
+        k = inst.kernel
+        assert inst.target.arch == "sm_90", inst.label
+        assert k.inputs and k.reference, f"{k.name}: timed configs must be verifiable"
+        assert k.tune.flops is not None and k.tune.bytes is not None, k.name
+        assert k.tune.strategy == "grid", k.name
+        for bucket in inst.buckets:
+            n = len(inst.candidates(bucket))
+            # dense: tens of configs, none left out by the budget or an early stop
+            assert 20 <= n <= min(k.tune.budget, k.tune.patience), (k.name, bucket, n)
+
+
+def test_the_training_set_fits_one_gpu_call(plans: dict[str, Any]) -> None:
+    est = _estimate()
+    costs = [est.plan_cost(plan, name) for name, plan in plans.items()]
+    assert sum(c.benchmarks for c in costs) >= 2000  # dense enough to be worth the call
+    assert sum(c.seconds(BENCH_MS, 0.3, 16) for c in costs) < ONE_CALL_S
+
+
+def test_each_training_kernel_is_its_own_family(plans: dict[str, Any]) -> None:
+    """Leave-one-kernel-out holds out a source hash: one file per kernel keeps them apart
+    (the attention recipe's three kernels share one source, and are held out together)."""
+    sources: dict[str, set[str]] = {}
+    for name, plan in plans.items():
+        for kernel, src in plan.sources.items():
+            sources.setdefault(src.cache_key, set()).add(f"{name}:{kernel}")
+    assert len(sources) == len(RECIPES), sources
+
+
+def test_costmodel_eval_takes_the_training_databases_only_when_they_exist(
+    tmp_path: Path,
+) -> None:
+    ev = _load(ROOT / "benchmarks" / "costmodel_eval.py", "training_costmodel_eval")
+    (tmp_path / "h200-gallery").mkdir()
+    (tmp_path / "h200-gallery" / "softmax.tunedb.jsonl.gz").touch()
+    before = ev.databases(tmp_path)
+    assert ev.TRAINING not in ev.recipes(before)
+    (tmp_path / "h200-training").mkdir()
+    (tmp_path / "h200-training" / "layernorm.tunedb.jsonl.gz").touch()
+    (tmp_path / "h200-training" / "layernorm.report.md").touch()
+    after = ev.databases(tmp_path)
+    assert after == [*before, tmp_path / "h200-training" / "layernorm.tunedb.jsonl.gz"]
+    assert ev.recipes(after) == [*ev.recipes(before), ev.TRAINING]
+
+
+def test_a_training_database_resolves_to_its_recipe(plans: dict[str, Any]) -> None:
+    """Records as the tuner writes them on the H200 (a bucket read off a call value, a
+    listed size) resolve to the recipe's instance, bucket and configs: the cost model's
+    data set can featurise them."""
+    from aot.costmodel.data import Catalog, groups
+    from aot.tune.db import Record
+    from aot.tune.decide import problem
+
+    plan = plans["layernorm"]
+    inst = plan.instances[0]
+    bucket = inst.buckets[3]
+    configs = inst.candidates(bucket)[:5]
+    records = [
+        Record(kernel=inst.kernel.name, source=plan.sources[inst.kernel.name].cache_key,
+               triton="3.6.0", device="NVIDIA H200", arch="sm_90", dtypes=dict(inst.dtypes),
+               problem=problem(inst, bucket), config=c.id, kind="bench", ok=True,
+               ms=1.0 + i)
+        for i, c in enumerate(configs)
+    ]  # fmt: skip
+    (group,) = groups(records, "layernorm.tunedb.jsonl.gz")
+    resolved = Catalog([TRAINING / "layernorm.toml"]).resolve(group)
+    assert resolved is not None
+    assert resolved.bucket == bucket and resolved.gpu.name == "H200"
+    assert {c.id for c in configs} <= resolved.configs.keys()
+
+
+def test_the_gpu_script_sends_back_each_database_and_tabulates_it(tmp_path: Path) -> None:
+    """benchmarks/run_training_on_gpu.sh without a GPU and with no recipe to build: what a
+    stage left in its work folder comes back gzipped, and the last table counts it."""
+    import gzip
+    import os
+    import shutil
+    import subprocess
+
+    work, out = tmp_path / "w", tmp_path / "out"
+    (work / "logs").mkdir(parents=True)
+    lines = [
+        {"kernel": "k", "source": "s", "dtypes": {"T": "fp16"}, "problem": {"M": m},
+         "config": c, "kind": kind, "ok": ok}
+        for m in (1, 16) for c in ("a", "b", "c") for kind, ok in (("bench", c != "c"),)
+    ]  # fmt: skip
+    lines.append({**lines[0], "kind": "verify", "ok": True})
+    text = "\n".join(json.dumps(x) for x in lines) + "\n"
+    (work / "bmm.tunedb.jsonl").write_text(text)
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path, "W": str(work), "OUT": str(out), "KERNELS": "none"}
+    assert shutil.which("bash")
+    proc = subprocess.run(["bash", "benchmarks/run_training_on_gpu.sh"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert gzip.decompress((out / "training" / "bmm.tunedb.jsonl.gz").read_bytes()) == text.encode()
+    assert "none: no benchmarks/training/none.toml" in proc.stdout
+    row = next(x for x in proc.stdout.splitlines() if x.startswith("bmm.tunedb.jsonl"))
+    assert row.split()[1:] == ["2", "4", "2-2", "2", "0", "1/1"], row
