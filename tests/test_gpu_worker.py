@@ -53,3 +53,17 @@ def test_verification_poisons_each_output_by_its_dtype() -> None:
     _poison(torch, i, zero=True)
     assert i.tolist() == [0] * 3
 
+
+def test_verification_compares_integer_outputs_exactly() -> None:
+    """A norm-relative error would let an index off by a few pass among thousands; an
+    integer output is right, or wrong by more than any tolerance."""
+    torch = pytest.importorskip("torch")
+    from aot.tune.worker import _error
+
+    ref = torch.arange(1000)
+    assert _error(torch, ref.to(torch.int32), ref) == (0.0, True)
+    off = ref.clone().to(torch.int32)
+    off[7] += 1
+    err, finite = _error(torch, off, ref)
+    assert finite and err > 1.0
+    assert _error(torch, torch.full((3,), float("nan")), torch.ones(3))[1] is False

@@ -196,11 +196,7 @@ class Worker:
             k(*args, **call)
             torch.cuda.synchronize()
             for name, ref in expected.items():
-                out = _tensor(args[names.index(name)]).double()
-                finite = bool(torch.isfinite(out).all())
-                ref = ref.double()
-                denom = float(torch.linalg.norm(ref)) or 1.0
-                err = float(torch.linalg.norm(torch.nan_to_num(out, nan=1e30) - ref)) / denom
+                err, finite = _error(torch, _tensor(args[names.index(name)]), ref)
                 checks.append({"sizes": sizes, "output": name, "error": err if finite else None,
                                "finite": finite})  # fmt: skip
         tol = msg["tolerance"]
@@ -220,6 +216,19 @@ class Worker:
         if op == "baseline":
             return self.baseline(msg)
         return {"ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _error(torch: Any, got: Any, ref: Any) -> tuple[float, bool]:
+    """(error, finite): a float output's norm-relative error against the reference; an
+    integer one (indices, counts) is exact or wrong: 0, else 1 + the share of elements that
+    differ, above every tolerance."""
+    out, ref = got.double(), ref.double().to(got.device)
+    if not got.dtype.is_floating_point:
+        wrong = float((out != ref).double().mean())
+        return (1.0 + wrong if wrong else 0.0), True
+    denom = float(torch.linalg.norm(ref)) or 1.0
+    err = float(torch.linalg.norm(torch.nan_to_num(out, nan=1e30) - ref)) / denom
+    return err, bool(torch.isfinite(out).all())
 
 
 def _poison(torch: Any, t: Any, zero: bool) -> None:
