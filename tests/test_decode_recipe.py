@@ -120,14 +120,16 @@ def _words(launch: Any, name: str, kernel: Any) -> int:
     return int(launch.params[[p.name for p in kernel.params].index(name)])
 
 
-@pytest.mark.parametrize("t", [1, 3, 4, 300])
+@pytest.mark.parametrize("t", [1, 3, 4, 5, 300])
 def test_decode_step_pads_rows_so_that_padding_neither_writes_nor_reads_the_cache(
     fake: FakeLib, bundle: Path, t: int
 ) -> None:
-    """A call of t tokens runs the bucket above: the twelve kernels launch over the bucket's
-    rows, whose slots past t are -1 (no cache write) and context lengths 0 (nothing read);
-    the KV heads come from the cache's shape, the MoE GEMMs' M-blocks from the pairs
-    aligned to 64 rows and the BLOCK_M each was built with."""
+    """A call of t tokens runs the bucket above: the step's kernels launch over the
+    bucket's rows, whose slots past t are -1 (no cache write) and context lengths 0
+    (nothing read); attention is split-KV up to 4 tokens (16 ranges per KV head, then the
+    reduce over the 32 query heads), one program per sequence and KV head above; the KV
+    heads come from the cache's shape, the MoE GEMMs' M-blocks from the pairs aligned to
+    64 rows and the BLOCK_M each was built with."""
     b = loader.open(bundle)
     names = ("w_norm", "w_qkv", "w_o", "w_norm2", "w_router", "w_up", "w_down", "k_cache",
              "v_cache")  # fmt: skip
@@ -137,20 +139,26 @@ def test_decode_step_pads_rows_so_that_padding_neither_writes_nor_reads_the_cach
     step(*ins, out)
     bucket = next(x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if x >= t)
     launched = [fake.functions.get(launch.function, "") for launch in fake.launches]
-    attention = ["rmsnorm", "matmul", "rotary_cache", "paged_decode", "matmul_residual"]
+    split = bucket <= 4
+    attend = ["paged_decode_split", "paged_decode_reduce"] if split else ["paged_decode"]
+    attention = ["rmsnorm", "matmul", "rotary_cache", *attend, "matmul_residual"]
     moe = ["rmsnorm", "matmul", "topk_softmax", "moe_align", "moe_gemm", "moe_gemm", "moe_combine"]
-    steps = attention + moe
-    assert [n.split("_kernel")[0] for n in launched] == steps
+    assert [n.split("_kernel")[0] for n in launched] == attention + moe
     rotary, paged = fake.launches[2], fake.launches[3]
-    assert rotary.grid == (bucket, 48, 1) and paged.grid == (bucket, 8, 1)
-    for name, launch in zip(("moe_up_step", "moe_down_step"), fake.launches[9:11], strict=True):
+    assert rotary.grid == (bucket, 48, 1)
+    assert paged.grid == ((bucket, 8, 16) if split else (bucket, 8, 1))
+    if split:
+        assert fake.launches[4].grid == (bucket, 32, 1)
+    tail = fake.launches[len(attention) :]
+    for name, launch in zip(("moe_up_step", "moe_down_step"), tail[4:6], strict=True):
         cfg = b[name].launch_config(num_pairs=2 * bucket)
         n = 14336 if name == "moe_up_step" else 4096
         assert launch.grid == ((2 * bucket + 504) // cfg["BLOCK_M"], -(-n // cfg["BLOCK_N"]), 1)
-    assert fake.launches[11].grid[0] == bucket and fake.launches[8].grid == (1, 1, 1)
+    assert tail[6].grid[0] == bucket and tail[3].grid == (1, 1, 1)
     # The graph's own buffers (exact calls are bound to the caller's tensors instead).
     slots_at = _words(rotary, "slots_ptr", b["rotary_cache"]) & 0xFFFFFFFFFFFFFFFF
-    lens_at = _words(paged, "context_lens_ptr", b["paged_decode"]) & 0xFFFFFFFFFFFFFFFF
+    kernel = b["paged_decode_split" if split else "paged_decode"]
+    lens_at = _words(paged, "context_lens_ptr", kernel) & 0xFFFFFFFFFFFFFFFF
     if t == bucket:
         assert (slots_at, lens_at) == (ins[2].data_ptr(), ins[4].data_ptr())
         return

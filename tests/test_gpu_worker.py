@@ -67,3 +67,20 @@ def test_verification_compares_integer_outputs_exactly() -> None:
     err, finite = _error(torch, off, ref)
     assert finite and err > 1.0
     assert _error(torch, torch.full((3,), float("nan")), torch.ones(3))[1] is False
+
+
+def test_a_sentinel_in_the_reference_is_matched_and_left_out_of_the_norm() -> None:
+    """An empty split's maximum (-3e38) would swamp a norm: a real maximum off by 1 must
+    still fail, and a sentinel not written must fail too."""
+    torch = pytest.importorskip("torch")
+    from aot.tune.worker import _error
+
+    ref = torch.tensor([-3e38, 4.0, 5.0], dtype=torch.float64)
+    good = ref.float()
+    assert _error(torch, good, ref)[0] < 1e-6
+    off = good.clone()
+    off[1] += 1.0
+    assert _error(torch, off, ref)[0] > 0.1
+    unwritten = good.clone()
+    unwritten[0] = 0.0
+    assert _error(torch, unwritten, ref)[0] > 1.0
