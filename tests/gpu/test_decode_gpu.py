@@ -55,6 +55,32 @@ def test_paged_decode_matches_float64(decode: Any, dtype: str, seqs: int, width:
     assert err < 1e-2, err
 
 
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize(("seqs", "width"), [(1, 64), (1, 2048), (3, 256), (8, 2048)])
+def test_split_kv_pair_matches_float64(decode: Any, dtype: str, seqs: int, width: int) -> None:
+    """paged_decode_split then paged_decode_reduce from the bundle, ragged contexts (1 to
+    the table's width: some ranges neutral), against the float64 attention."""
+    import torch
+
+    bundle, calls = decode
+    args = calls.paged_decode_inputs({"num_seqs": seqs, "max_blocks_per_seq": width},
+                                     {"T": dtype}, ragged=True)  # fmt: skip
+    q, k, v, table, ctx, out, scale = args[:7]
+    expected = calls.paged_decode_reference(*args)["out_ptr"]
+    rows = (seqs, calls.NUM_Q_HEADS, calls.NUM_SPLITS)
+    scratch = [torch.full((*rows, calls.HEAD_DIM), float("nan"), device="cuda"),
+               torch.full(rows, float("nan"), device="cuda"),
+               torch.full(rows, float("nan"), device="cuda")]  # fmt: skip
+    strides = [q.stride(0), q.stride(1), *k.stride()[:3], *v.stride()[:3], table.stride(0)]
+    bundle["paged_decode_split"](q, k, v, table, ctx, *scratch, scale, seqs, width, *strides)
+    out.fill_(float("nan"))
+    bundle["paged_decode_reduce"](*scratch, out, seqs, out.stride(0), out.stride(1))
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+    err = float(torch.linalg.norm(out.double() - expected) / torch.linalg.norm(expected))
+    assert err < 1e-2, err
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("pairs", [2, 16, 100, 1024])
 def test_moe_up_matches_float64(decode: Any, dtype: str, pairs: int) -> None:
