@@ -157,6 +157,15 @@ def _when(
     return when
 
 
+def _int_arg(v: Validator, raw: Any, key: str, dims: set[str]) -> Expr:
+    """An integer argument or call value given in a step's args: a number or an
+    expression of the pipeline's dimensions."""
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        v.fail(key, f"{raw!r}: give an integer or an expression of {sorted_names(dims)}")
+    hint = f"expressions read the pipeline's dimensions {sorted_names(dims)}"
+    return v.expr(raw, key, dims, hint)
+
+
 def _call_values(
     v: Validator,
     sw: str,
@@ -173,11 +182,7 @@ def _call_values(
     for name, cv in kr.call.items():
         key = f"{sw}.args.{name}"
         if name in args:
-            raw = args[name]
-            if isinstance(raw, bool) or not isinstance(raw, int | str):
-                v.fail(key, f"{raw!r}: give an integer or an expression of {sorted_names(dims)}")
-            hint = f"expressions read the pipeline's dimensions {sorted_names(dims)}"
-            out.append(v.expr(raw, key, dims, hint))
+            out.append(_int_arg(v, args[name], key, dims))
             continue
         if cv.arg is None:
             v.fail(key, f"missing: {name} is a call value of {kr.name} (passed by keyword); give "
@@ -244,12 +249,7 @@ def _bind(
     ints = [p for p, t in kr.signature.items() if t in INT_TYPES]
     for p in ints:
         if p in args:
-            raw = args[p]
-            if isinstance(raw, bool) or not isinstance(raw, int | str):
-                v.fail(f"{sw}.args.{p}", f"{raw!r}: give an integer or an expression of "
-                       f"{sorted_names(dims)}")  # fmt: skip
-            hint = f"expressions read the pipeline's dimensions {sorted_names(dims)}"
-            bound[p] = v.expr(raw, f"{sw}.args.{p}", dims, hint)
+            bound[p] = _int_arg(v, args[p], f"{sw}.args.{p}", dims)
     for p, tname in pointers.items():
         t = tensors[tname]
         declared = kr.shapes[p]
