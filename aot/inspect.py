@@ -164,7 +164,9 @@ def _op(op: OpSpec) -> list[str]:
 def _pipeline(p: PipelineSpec) -> list[str]:
     def tensors(role: str) -> str:
         return ", ".join(
-            f"{t.name}[{', '.join(t.shape)}] {t.dtype}" for t in p.tensors if t.role == role
+            f"{t.name}[{', '.join(t.shape)}] {t.dtype}" + ("" if t.pad is None else f" pad {t.pad}")
+            for t in p.tensors
+            if t.role == role
         )
 
     lines = [f"pipeline {p.name}({tensors('input')}) -> {tensors('output')}"]
@@ -175,7 +177,8 @@ def _pipeline(p: PipelineSpec) -> list[str]:
         if any(t.role == role for t in p.tensors):
             lines.append(f"  {title}: {tensors(role)}")
     for i, step in enumerate(p.steps):
-        lines.append(f"  {i}. {step.kernel}({', '.join(map(str, step.args))})")
+        when = "" if step.when is None else f"  when {step.when}"
+        lines.append(f"  {i}. {step.kernel}({', '.join(map(str, step.args))}){when}")
     return [*lines, ""]
 
 

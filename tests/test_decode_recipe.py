@@ -172,3 +172,15 @@ def test_decode_step_pads_rows_so_that_padding_neither_writes_nor_reads_the_cach
         step(*_inputs(fewer), _Rows(fewer, 4096, "torch.bfloat16", [0] * (fewer * 4096)))
         slots = struct.unpack(f"<{bucket}i", ctypes.string_at(slots_at, 4 * bucket))
         assert list(slots) == [100 + i for i in range(fewer)] + [-1] * (bucket - fewer)
+
+
+def test_inspect_shows_the_steps_conditions_and_the_inputs_pad_values(bundle: Path) -> None:
+    from aot.inspect import inspect
+
+    text = inspect(bundle)
+    assert "slots[T] i32 pad -1" in text and "context_lens[T] i32 pad 0" in text
+    assert ") when T <= 4" not in text  # two spaces before "when"
+    lines = [line for line in text.splitlines() if "when T" in line]
+    assert [line.split("(")[0].strip() for line in lines] == [
+        "3. paged_decode_split", "4. paged_decode_reduce", "5. paged_decode",
+    ]  # fmt: skip
