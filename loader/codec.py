@@ -35,9 +35,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
@@ -120,7 +121,8 @@ def spec(
 class _Field:
     name: str
     key: tuple[str, ...]
-    type: Any
+    owner: type  # the class that declares the field (its module resolves the annotation)
+    annotation: Any  # as declared: a string under ``from __future__ import annotations``
     default: Any  # dataclasses.MISSING when required (or made by ``factory``)
     factory: Any  # the field's default_factory, or dataclasses.MISSING
     omit_default: bool
@@ -129,23 +131,69 @@ class _Field:
     stored: bool
     note: str
 
+    @property
+    def hint(self) -> Any:
+        """The field's annotation, evaluated. Only when a value is decoded for it: a record
+        that a manifest does not hold (a model, a pipeline) is never resolved, so its
+        module need not be imported (loader/manifest.py imports those on first use)."""
+        return _resolve(self.owner, self.name, self.annotation)
+
 
 @cache
 def _fields(cls: type) -> tuple[_Field, ...]:
-    hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
         meta = f.metadata
         default: Any = f.default
         if f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()  # to compare with, for omit_default
+        # The class declaring it (not inspect.get_annotations: inspect is not imported at
+        # start-up).
+        owner = next(c for c in cls.__mro__ if f.name in vars(c).get("__annotations__", ()))
         field = _Field(
-            f.name, meta.get("key", (f.name,)), hints[f.name], default, f.default_factory,
+            f.name, meta.get("key", (f.name,)), owner, f.type, default, f.default_factory,
             meta.get("omit_default", False), meta.get("listed_by"), meta.get("named_by"),
             meta.get("stored", True), meta.get("note", ""),
         )  # fmt: skip
         out.append(field)
     return tuple(out)
+
+
+class _Names(Mapping[str, Any]):
+    """A module's names as ``getattr`` finds them, so that a module-level ``__getattr__``
+    (a name imported on first use) resolves too: the locals an annotation is evaluated in."""
+
+    def __init__(self, module: types.ModuleType):
+        self.module = module
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return getattr(self.module, name)
+        except AttributeError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(vars(self.module))
+
+    def __len__(self) -> int:
+        return len(vars(self.module))
+
+
+@cache
+def _evaluate(module: str, text: str) -> Any:
+    """An annotation written as ``text`` in ``module``, evaluated once per process."""
+    namespace = sys.modules[module]
+    value = eval(text, vars(namespace), _Names(namespace))
+    return type(None) if value is None else value
+
+
+def _resolve(owner: type, name: str, annotation: Any) -> Any:
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return _evaluate(owner.__module__, annotation)
+    except NameError:  # e.g. a name of the class's own namespace: typing's full rules
+        return typing.get_type_hints(owner, include_extras=True)[name]
 
 
 # --- encoding ------------------------------------------------------------------------------
@@ -372,24 +420,31 @@ def _any(raw: Any, path: Path) -> Any:
 
 @cache
 def _dataclass(cls: type) -> ClassDecoder:
-    plan = [(f, _field_decoder(f)) for f in _fields(cls)]
+    fields = _fields(cls)
+    # (field, where its value lies: the keys leading to its object, its key, the path
+    # label), and its decoder, built when a value first comes for it.
+    plan = [(f, f.key[:-1], f.key[-1], ".".join(f.key)) for f in fields]
+    decoders: list[Decoder | None] = [None] * len(plan)
     validate = getattr(cls, "_validate", None)
 
     def dataclass(raw: Any, path: Path, given: Mapping[str, Any] | None = None) -> Any:
         if type(raw) is not dict:
             raise _fail(cls, raw, path)
         values: dict[str, Any] = dict(given) if given else {}
-        for f, dec in plan:
+        for i, (f, parents, key, label) in enumerate(plan):
             if f.name in values:
                 continue
             node: Any = raw
-            for k in f.key[:-1]:
+            for k in parents:
                 node = node.get(k) if type(node) is dict else None
-            at = (path, ".".join(f.key))
-            if type(node) is not dict or f.key[-1] not in node:
+            at = (path, label)
+            if type(node) is not dict or key not in node:
                 values[f.name] = _missing(f, at)
                 continue
-            values[f.name] = dec(node[f.key[-1]], at)
+            dec = decoders[i]
+            if dec is None:
+                dec = decoders[i] = _field_decoder(f)
+            values[f.name] = dec(node[key], at)
         obj = cls(**values)
         if validate is not None:
             _validated(obj, validate, path)
@@ -412,7 +467,7 @@ def _field_decoder(f: _Field) -> Decoder:
         return _listed(f, f.listed_by)
     if f.named_by is not None:
         return _named(f, f.named_by)
-    dec = _decoder(f.type)
+    dec = _decoder(f.hint)
     if not f.note:
         return dec
 
@@ -421,7 +476,7 @@ def _field_decoder(f: _Field) -> Decoder:
             return dec(raw, path)
         except DecodeError as exc:
             if exc.at is path:  # this value, not one inside it: say what it means
-                raise _fail(f.type, raw, path, f.note) from None
+                raise _fail(f.hint, raw, path, f.note) from None
             raise
 
     return noted
@@ -432,13 +487,13 @@ def _missing(f: _Field, at: Path) -> Any:
         return f.factory()
     if f.default is not dataclasses.MISSING:
         return f.default
-    if type(None) in get_args(f.type):
+    if type(None) in get_args(f.hint):
         return None
     raise DecodeError(at, " is missing")
 
 
 def _item_type(f: _Field) -> Any:
-    tp = f.type
+    tp = f.hint
     while get_origin(tp) is Annotated:
         tp = get_args(tp)[0]
     return get_args(tp)[1]
