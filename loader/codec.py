@@ -420,37 +420,47 @@ def _any(raw: Any, path: Path) -> Any:
 
 @cache
 def _dataclass(cls: type) -> ClassDecoder:
-    fields = _fields(cls)
-    # (field, where its value lies: the keys leading to its object, its key, the path
-    # label), and its decoder, built when a value first comes for it.
-    plan = [(f, f.key[:-1], f.key[-1], ".".join(f.key)) for f in fields]
-    decoders: list[Decoder | None] = [None] * len(plan)
+    # Per field: its name, the keys leading to the object holding it, its key there, its
+    # path label, the field, and its decoder, which is built when a value first comes for
+    # it (a record a manifest does not hold is never resolved: see ``_Field.hint``).
+    plan: list[list[Any]] = [
+        [f.name, f.key[:-1], f.key[-1], ".".join(f.key), f, None] for f in _fields(cls)
+    ]
+    for entry in plan:
+        entry[5] = _lazy(entry)
     validate = getattr(cls, "_validate", None)
 
     def dataclass(raw: Any, path: Path, given: Mapping[str, Any] | None = None) -> Any:
         if type(raw) is not dict:
             raise _fail(cls, raw, path)
         values: dict[str, Any] = dict(given) if given else {}
-        for i, (f, parents, key, label) in enumerate(plan):
-            if f.name in values:
+        for name, parents, key, label, f, dec in plan:
+            if name in values:
                 continue
             node: Any = raw
             for k in parents:
                 node = node.get(k) if type(node) is dict else None
-            at = (path, label)
-            if type(node) is not dict or key not in node:
-                values[f.name] = _missing(f, at)
-                continue
-            dec = decoders[i]
-            if dec is None:
-                dec = decoders[i] = _field_decoder(f)
-            values[f.name] = dec(node[key], at)
+            if type(node) is dict and key in node:
+                values[name] = dec(node[key], (path, label))
+            else:
+                values[name] = _missing(f, (path, label))
         obj = cls(**values)
         if validate is not None:
             _validated(obj, validate, path)
         return obj
 
     return dataclass
+
+
+def _lazy(entry: list[Any]) -> Decoder:
+    """A stand-in for the decoder of ``_dataclass``'s plan ``entry``: builds it on its first
+    call and puts it in its own place."""
+
+    def first(raw: Any, path: Path) -> Any:
+        dec = entry[5] = _field_decoder(entry[4])
+        return dec(raw, path)
+
+    return first
 
 
 def _validated(obj: Any, validate: Callable[[Any], None], path: Path) -> None:
