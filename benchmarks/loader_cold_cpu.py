@@ -2,7 +2,7 @@
 
 Run from the repository root on any machine (no GPU needed; torch for the first row):
 
-    python benchmarks/loader_cold_cpu.py [--ref 760ab74] [--runs 15] [--bundle B.aotc]
+    python benchmarks/loader_cold_cpu.py [--ref 760ab74] [--runs 15] [--bundle B.aotc --kernel K]
 
 A service's first result in a fresh process pays for ``import loader``, ``loader.open``,
 the kernel's lookup (``bundle[name]``) and its first call before anything runs on the GPU.
@@ -19,9 +19,10 @@ untimed run of each first, into a temporary ``PYTHONPYCACHEPREFIX``).
   tests/fakecuda.py (imported before the clock starts), after ``import torch``. The first
   call decompresses, checks and loads the variant's cubin, as on a GPU.
 
-The bundle is ``--bundle``, else artifacts/example-0.1.0.aotc if it exists, else the
-example recipe built on the CPU (``aotc build recipes/example.toml``) into a temporary
-folder; its ``rmsnorm`` kernel is the one called.
+The bundle is artifacts/example-0.1.0.aotc if it exists, else the example recipe built on
+the CPU (``aotc build recipes/example.toml``) into a temporary folder; its ``rmsnorm``
+kernel is the one looked up and called. With ``--bundle`` (and ``--kernel``, default
+rmsnorm), that bundle's kernel is looked up but not called (its arguments are unknown here).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # first on sys.path (ahead of the editable install's finder) and prints its timings as JSON.
 CHILD = r"""
 import json, sys, time
-root, mode, bundle = sys.argv[1:4]
+root, mode, bundle, _, name = sys.argv[1:6]
 sys.path.insert(0, root)
 out = {}
 if mode == "torch":
@@ -62,20 +63,22 @@ if mode == "torch":
     t0 = time.perf_counter()
     b = loader.open(bundle)
     t1 = time.perf_counter()
-    k = b["rmsnorm"]
+    k = b[name]
     t2 = time.perf_counter()
-    k(*args)
+    if sys.argv[6] == "call":
+        k(*args)
     t3 = time.perf_counter()
     out.update(open=t1 - t0, lookup=t2 - t1, call=t3 - t2)
     out["modules"] = sorted(m for m in sys.modules if m.startswith("loader"))
 print(json.dumps(out))
 """
 
+Samples = dict[tuple[str, str], list[dict[str, object]]]  # by (tree, mode): one per process
 ROWS = [
     ("import loader, after import torch", "torch", "import"),
     ("import loader, alone", "alone", "import"),
     ("loader.open(bundle)", "torch", "open"),
-    ('bundle["rmsnorm"]', "torch", "lookup"),
+    ("bundle[kernel]", "torch", "lookup"),
     ("its first call (cubin loaded)", "torch", "call"),
 ]
 
@@ -102,9 +105,12 @@ def example_bundle(tmp: Path) -> Path:
     return out
 
 
-def child(root: Path, mode: str, bundle: Path, env: dict[str, str]) -> dict[str, object]:
-    cmd = [sys.executable, "-c", CHILD, str(root), mode, str(bundle),
-           str(ROOT / "tests" / "fakecuda.py")]  # fmt: skip
+def child(
+    root: Path, mode: str, opts: argparse.Namespace, env: dict[str, str]
+) -> dict[str, object]:
+    call = "no-call" if opts.given else "call"
+    cmd = [sys.executable, "-c", CHILD, str(root), mode, str(opts.bundle),
+           str(ROOT / "tests" / "fakecuda.py"), opts.kernel, call]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd="/")
     if done.returncode:
         raise SystemExit(f"{root} ({mode}) failed:\n{done.stderr}")
@@ -116,38 +122,42 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ref", default="760ab74", help="the reference commit (default 760ab74)")
     ap.add_argument("--runs", type=int, default=15, help="fresh processes per row and tree")
-    ap.add_argument("--bundle", type=Path, help="the bundle to open (must hold rmsnorm)")
+    ap.add_argument("--bundle", type=Path, help="the bundle to open (default: the example)")
+    ap.add_argument("--kernel", default="rmsnorm", help="the kernel to look up (rmsnorm)")
     opts = ap.parse_args()
+    opts.given = opts.bundle is not None
     print("rerun: python benchmarks/loader_cold_cpu.py " + " ".join(sys.argv[1:]))
     with tempfile.TemporaryDirectory(prefix="loader-cold-") as name:
         tmp = Path(name)
-        bundle = (opts.bundle or example_bundle(tmp)).resolve()
+        opts.bundle = (opts.bundle or example_bundle(tmp)).resolve()
         trees = {"ref": reference_tree(opts.ref, tmp), "now": ROOT}
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-        samples: dict[tuple[str, str], list[dict[str, object]]] = {}
+        samples: Samples = {}
         for mode in ("torch", "alone"):
             for tree, root in trees.items():
-                child(root, mode, bundle, env)  # warm: writes the bytecode
+                child(root, mode, opts, env)  # warm: writes the bytecode
                 samples[tree, mode] = []
         for _ in range(opts.runs):
             for mode in ("torch", "alone"):
                 for tree, root in trees.items():
-                    samples[tree, mode].append(child(root, mode, bundle, env))
-    report(opts, bundle, samples)
+                    samples[tree, mode].append(child(root, mode, opts, env))
+    report(opts, samples)
 
 
 def report(
-    opts: argparse.Namespace, bundle: Path, samples: dict[tuple[str, str], list[dict[str, object]]]
+    opts: argparse.Namespace, samples: dict[tuple[str, str], list[dict[str, object]]]
 ) -> None:
     def median(tree: str, mode: str, key: str) -> float:
         return 1e3 * statistics.median(float(s[key]) for s in samples[tree, mode])  # type: ignore[arg-type]
 
-    print(f"bundle: {bundle}; median of {opts.runs} fresh processes each, ms; "
+    print(f"bundle: {opts.bundle} ({opts.kernel}); median of {opts.runs} fresh processes each, ms; "
           f"{os.cpu_count()} CPUs, {sys.version.split()[0]}")  # fmt: skip
     print(f"{'':38} {opts.ref:>9} {'now':>9} {'ratio':>7}")
     total = {"ref": 0.0, "now": 0.0}
     for label, mode, key in ROWS:
+        if key == "call" and opts.given:
+            continue
         ref, now = median("ref", mode, key), median("now", mode, key)
         if mode == "torch":
             total["ref"] += ref

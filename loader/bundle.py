@@ -69,7 +69,8 @@ def open(
 
 def _configured(keys: Sequence[KeySource] | None) -> tuple[TrustedKey, ...]:
     """loader/signature.py's ``configured``, importing that module only where there is
-    something to configure: without keys, as most services run, it is not imported."""
+    something to configure: without keys, as most services run, it is not imported. (The
+    variable is signature.ENV; tests/test_signature.py sets it by name.)"""
     if keys is None and not os.environ.get("AOTC_TRUSTED_KEYS", "").strip():
         return ()
     from .signature import configured

@@ -180,10 +180,10 @@ class _Names(Mapping[str, Any]):
 
 
 @cache
-def _evaluate(module: str, text: str) -> Any:
-    """An annotation written as ``text`` in ``module``, evaluated once per process."""
-    namespace = sys.modules[module]
-    value = eval(text, vars(namespace), _Names(namespace))
+def _evaluate(module: types.ModuleType, text: str) -> Any:
+    """An annotation written as ``text`` in ``module``, evaluated once per module object (a
+    module loaded anew under the same name is another object, and is evaluated anew)."""
+    value = eval(text, vars(module), _Names(module))
     return type(None) if value is None else value
 
 
@@ -191,7 +191,7 @@ def _resolve(owner: type, name: str, annotation: Any) -> Any:
     if not isinstance(annotation, str):
         return annotation
     try:
-        return _evaluate(owner.__module__, annotation)
+        return _evaluate(sys.modules[owner.__module__], annotation)
     except NameError:  # e.g. a name of the class's own namespace: typing's full rules
         return typing.get_type_hints(owner, include_extras=True)[name]
 
