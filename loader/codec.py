@@ -35,12 +35,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+
+from . import hints
 
 T = TypeVar("T")
 
@@ -121,8 +122,7 @@ def spec(
 class _Field:
     name: str
     key: tuple[str, ...]
-    owner: type  # the class that declares the field (its module resolves the annotation)
-    annotation: Any  # as declared: a string under ``from __future__ import annotations``
+    cls: type  # the dataclass: its annotation is resolved on first use (``hint``)
     default: Any  # dataclasses.MISSING when required (or made by ``factory``)
     factory: Any  # the field's default_factory, or dataclasses.MISSING
     omit_default: bool
@@ -132,11 +132,8 @@ class _Field:
     note: str
 
     @property
-    def hint(self) -> Any:
-        """The field's annotation, evaluated. Only when a value is decoded for it: a record
-        that a manifest does not hold (a model, a pipeline) is never resolved, so its
-        module need not be imported (loader/manifest.py imports those on first use)."""
-        return _resolve(self.owner, self.name, self.annotation)
+    def hint(self) -> Any:  # the type, evaluated when first needed (loader/hints.py: why)
+        return hints.resolve(self.cls, self.name)
 
 
 @cache
@@ -147,53 +144,13 @@ def _fields(cls: type) -> tuple[_Field, ...]:
         default: Any = f.default
         if f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()  # to compare with, for omit_default
-        # The class declaring it (not inspect.get_annotations: inspect is not imported at
-        # start-up).
-        owner = next(c for c in cls.__mro__ if f.name in vars(c).get("__annotations__", ()))
         field = _Field(
-            f.name, meta.get("key", (f.name,)), owner, f.type, default, f.default_factory,
+            f.name, meta.get("key", (f.name,)), cls, default, f.default_factory,
             meta.get("omit_default", False), meta.get("listed_by"), meta.get("named_by"),
             meta.get("stored", True), meta.get("note", ""),
         )  # fmt: skip
         out.append(field)
     return tuple(out)
-
-
-class _Names(Mapping[str, Any]):
-    """A module's names as ``getattr`` finds them, so that a module-level ``__getattr__``
-    (a name imported on first use) resolves too: the locals an annotation is evaluated in."""
-
-    def __init__(self, module: types.ModuleType):
-        self.module = module
-
-    def __getitem__(self, name: str) -> Any:
-        try:
-            return getattr(self.module, name)
-        except AttributeError:
-            raise KeyError(name) from None
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(vars(self.module))
-
-    def __len__(self) -> int:
-        return len(vars(self.module))
-
-
-@cache
-def _evaluate(module: types.ModuleType, text: str) -> Any:
-    """An annotation written as ``text`` in ``module``, evaluated once per module object (a
-    module loaded anew under the same name is another object, and is evaluated anew)."""
-    value = eval(text, vars(module), _Names(module))
-    return type(None) if value is None else value
-
-
-def _resolve(owner: type, name: str, annotation: Any) -> Any:
-    if not isinstance(annotation, str):
-        return annotation
-    try:
-        return _evaluate(sys.modules[owner.__module__], annotation)
-    except NameError:  # e.g. a name of the class's own namespace: typing's full rules
-        return typing.get_type_hints(owner, include_extras=True)[name]
 
 
 # --- encoding ------------------------------------------------------------------------------
@@ -420,27 +377,26 @@ def _any(raw: Any, path: Path) -> Any:
 
 @cache
 def _dataclass(cls: type) -> ClassDecoder:
-    # Per field: its name, the keys leading to the object holding it, its key there, its
-    # path label, the field, and its decoder, which is built when a value first comes for
-    # it (a record a manifest does not hold is never resolved: see ``_Field.hint``).
+    # Per field: name, keys to its object, key, path label, field, decoder (built on first use)
     plan: list[list[Any]] = [
         [f.name, f.key[:-1], f.key[-1], ".".join(f.key), f, None] for f in _fields(cls)
     ]
-    for entry in plan:
-        entry[5] = _lazy(entry)
     validate = getattr(cls, "_validate", None)
 
     def dataclass(raw: Any, path: Path, given: Mapping[str, Any] | None = None) -> Any:
         if type(raw) is not dict:
             raise _fail(cls, raw, path)
         values: dict[str, Any] = dict(given) if given else {}
-        for name, parents, key, label, f, dec in plan:
+        for entry in plan:
+            name, parents, key, label, f, dec = entry
             if name in values:
                 continue
             node: Any = raw
             for k in parents:
                 node = node.get(k) if type(node) is dict else None
             if type(node) is dict and key in node:
+                if dec is None:
+                    dec = entry[5] = _field_decoder(f)
                 values[name] = dec(node[key], (path, label))
             else:
                 values[name] = _missing(f, (path, label))
@@ -450,17 +406,6 @@ def _dataclass(cls: type) -> ClassDecoder:
         return obj
 
     return dataclass
-
-
-def _lazy(entry: list[Any]) -> Decoder:
-    """A stand-in for the decoder of ``_dataclass``'s plan ``entry``: builds it on its first
-    call and puts it in its own place."""
-
-    def first(raw: Any, path: Path) -> Any:
-        dec = entry[5] = _field_decoder(entry[4])
-        return dec(raw, path)
-
-    return first
 
 
 def _validated(obj: Any, validate: Callable[[Any], None], path: Path) -> None:

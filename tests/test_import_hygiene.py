@@ -23,7 +23,7 @@ AT_IMPORT = {
     "loader", "loader.args", "loader.buckets", "loader.bundle", "loader.codec",
     "loader.cubin", "loader.descriptors", "loader.device", "loader.dispatch",
     "loader.driver", "loader.errors", "loader.expr", "loader.fastcall", "loader.format",
-    "loader.kernel", "loader.launch", "loader.manifest", "loader.manifest_types",
+    "loader.hints", "loader.kernel", "loader.launch", "loader.manifest", "loader.manifest_types",
     "loader.scratch", "loader.validity",
 }  # fmt: skip
 # ... and what opening a bundle of kernels (no pipelines, models, ops, build record, or
