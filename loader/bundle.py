@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import driver as _driver
-from . import signature as _signature
 from .device import Device
 from .dispatch import choose_target
 from .errors import BundleError, NoTargetError
@@ -23,10 +22,11 @@ from .format import BundleFile
 from .kernel import Kernel
 from .launch import EntrySource, InMemory, Launcher
 from .manifest import Manifest, ManifestError, Target
-from .op import Op
 
 if TYPE_CHECKING:
+    from .op import Op
     from .pipeline import Pipeline
+    from .signature import KeySource, TrustedKey
 
 # Device, EntrySource, InMemory, Kernel and Launcher are imported from here too (the
 # builder's tuner: ``from loader.bundle import InMemory, Device, Kernel``).
@@ -48,7 +48,7 @@ def open(
     device: int | None = None,
     digest: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
-    trusted_keys: Sequence[_signature.KeySource] | None = None,
+    trusted_keys: Sequence[KeySource] | None = None,
 ) -> Bundle:
     """Open ``path`` for the GPU of the current CUDA context (or ``device``).
 
@@ -62,9 +62,20 @@ def open(
     is checked each time it is opened from the cache. See loader/signature.py.
     """
     # Keys are read before anything is pulled: a bad key file fails fast, offline.
-    keys = _signature.configured(trusted_keys, os.environ)
+    keys = _configured(trusted_keys)
     local = locate_bundle(path, digest=digest, cache_dir=cache_dir)
     return Bundle(local, device=device, trusted_keys=keys or None)
+
+
+def _configured(keys: Sequence[KeySource] | None) -> tuple[TrustedKey, ...]:
+    """loader/signature.py's ``configured``, importing that module only where there is
+    something to configure: without keys, as most services run, it is not imported. (The
+    variable is signature.ENV; tests/test_signature.py sets it by name.)"""
+    if keys is None and not os.environ.get("AOTC_TRUSTED_KEYS", "").strip():
+        return ()
+    from .signature import configured
+
+    return configured(keys, os.environ)
 
 
 class Bundle:
@@ -73,14 +84,19 @@ class Bundle:
         path: str | os.PathLike[str],
         *,
         device: int | None = None,
-        trusted_keys: Sequence[_signature.KeySource] | None = None,
+        trusted_keys: Sequence[KeySource] | None = None,
     ):
         self.file = BundleFile(path)  # header, manifest, typed and checked: see format.py
         self.manifest: Manifest = self.file.spec
         try:
             # Before the driver: a bundle refused here has touched no GPU. ``signed_by`` is
             # the trusted key that signed it, None when no keys are configured.
-            signer = _signature.check(self.file, trusted_keys)
+            trusted = _configured(trusted_keys)
+            signer = None
+            if trusted:
+                from .signature import require
+
+                signer = require(self.file, trusted)
             self.signed_by: str | None = signer.key_id if signer is not None else None
             self.manifest.require_complete()
             self.device = Device(_driver.get(), device)
@@ -141,6 +157,8 @@ class Bundle:
                 raise KeyError(f"no op {name!r} in {self.file.path}; it has: "
                                f"{', '.join(self.op_names) or 'none'}")  # fmt: skip
             kernels = [self.kernel(k) for k in spec.kernels]
+            from .op import Op  # imported on first use (start-up time)
+
             with self._lock:
                 found = self._ops.setdefault(name, Op(spec, kernels, self.target.name))
         return found

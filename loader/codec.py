@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
+from . import hints
+
 T = TypeVar("T")
 
 # Nesting of free-form (``Any``) JSON values; the archive refuses deeper documents anyway.
@@ -120,7 +122,7 @@ def spec(
 class _Field:
     name: str
     key: tuple[str, ...]
-    type: Any
+    cls: type  # the dataclass: its annotation is resolved on first use (``hint``)
     default: Any  # dataclasses.MISSING when required (or made by ``factory``)
     factory: Any  # the field's default_factory, or dataclasses.MISSING
     omit_default: bool
@@ -129,10 +131,13 @@ class _Field:
     stored: bool
     note: str
 
+    @property
+    def hint(self) -> Any:  # the type, evaluated when first needed (loader/hints.py: why)
+        return hints.resolve(self.cls, self.name)
+
 
 @cache
 def _fields(cls: type) -> tuple[_Field, ...]:
-    hints = typing.get_type_hints(cls, include_extras=True)
     out = []
     for f in dataclasses.fields(cls):
         meta = f.metadata
@@ -140,7 +145,7 @@ def _fields(cls: type) -> tuple[_Field, ...]:
         if f.default_factory is not dataclasses.MISSING:
             default = f.default_factory()  # to compare with, for omit_default
         field = _Field(
-            f.name, meta.get("key", (f.name,)), hints[f.name], default, f.default_factory,
+            f.name, meta.get("key", (f.name,)), cls, default, f.default_factory,
             meta.get("omit_default", False), meta.get("listed_by"), meta.get("named_by"),
             meta.get("stored", True), meta.get("note", ""),
         )  # fmt: skip
@@ -372,24 +377,29 @@ def _any(raw: Any, path: Path) -> Any:
 
 @cache
 def _dataclass(cls: type) -> ClassDecoder:
-    plan = [(f, _field_decoder(f)) for f in _fields(cls)]
+    # Per field: name, keys to its object, key, path label, field, decoder (built on first use)
+    plan: list[list[Any]] = [
+        [f.name, f.key[:-1], f.key[-1], ".".join(f.key), f, None] for f in _fields(cls)
+    ]
     validate = getattr(cls, "_validate", None)
 
     def dataclass(raw: Any, path: Path, given: Mapping[str, Any] | None = None) -> Any:
         if type(raw) is not dict:
             raise _fail(cls, raw, path)
         values: dict[str, Any] = dict(given) if given else {}
-        for f, dec in plan:
-            if f.name in values:
+        for entry in plan:
+            name, parents, key, label, f, dec = entry
+            if name in values:
                 continue
             node: Any = raw
-            for k in f.key[:-1]:
+            for k in parents:
                 node = node.get(k) if type(node) is dict else None
-            at = (path, ".".join(f.key))
-            if type(node) is not dict or f.key[-1] not in node:
-                values[f.name] = _missing(f, at)
-                continue
-            values[f.name] = dec(node[f.key[-1]], at)
+            if type(node) is dict and key in node:
+                if dec is None:
+                    dec = entry[5] = _field_decoder(f)
+                values[name] = dec(node[key], (path, label))
+            else:
+                values[name] = _missing(f, (path, label))
         obj = cls(**values)
         if validate is not None:
             _validated(obj, validate, path)
@@ -412,7 +422,7 @@ def _field_decoder(f: _Field) -> Decoder:
         return _listed(f, f.listed_by)
     if f.named_by is not None:
         return _named(f, f.named_by)
-    dec = _decoder(f.type)
+    dec = _decoder(f.hint)
     if not f.note:
         return dec
 
@@ -421,7 +431,7 @@ def _field_decoder(f: _Field) -> Decoder:
             return dec(raw, path)
         except DecodeError as exc:
             if exc.at is path:  # this value, not one inside it: say what it means
-                raise _fail(f.type, raw, path, f.note) from None
+                raise _fail(f.hint, raw, path, f.note) from None
             raise
 
     return noted
@@ -432,13 +442,13 @@ def _missing(f: _Field, at: Path) -> Any:
         return f.factory()
     if f.default is not dataclasses.MISSING:
         return f.default
-    if type(None) in get_args(f.type):
+    if type(None) in get_args(f.hint):
         return None
     raise DecodeError(at, " is missing")
 
 
 def _item_type(f: _Field) -> Any:
-    tp = f.type
+    tp = f.hint
     while get_origin(tp) is Annotated:
         tp = get_args(tp)[0]
     return get_args(tp)[1]

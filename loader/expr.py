@@ -55,6 +55,8 @@ def _next_power_of_2(n: int) -> int:
 _GLOBALS: dict[str, Any] = {"__builtins__": {}, "cdiv": _cdiv, "min": min, "max": max,
                             "next_power_of_2": _next_power_of_2}  # fmt: skip
 _evaluators: dict[tuple[str, tuple[str, ...]], Callable[..., tuple[int, ...]]] = {}
+_functions: dict[tuple[Any, ...], Callable[..., tuple[int, ...]]] = {}  # compile_function's
+_MAX_FUNCTIONS = 4096  # then start again: a service opening bundle after bundle stays bounded
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,26 @@ def compile_function(
         unknown = e.names - set(params) - consts.keys()
         if unknown:
             raise ExprError(f"{_show(e.text)}: unknown name(s) {', '.join(sorted(unknown))}")
+    # A kernel's variants share their grids and checks, and often their constants: each
+    # distinct function is compiled once (compiling is most of what opening a kernel
+    # costs). The functions are pure, so sharing one is safe. Types are part of the key,
+    # so that True and 1 (equal, and equal in hash) stay apart; repr keeps -0.0 from 0.0.
+    key = (
+        tuple(e.text for e in exprs),
+        tuple(params),
+        tuple((k, type(v), repr(v)) for k, v in consts.items()),
+    )
+    fn = _functions.get(key)
+    if fn is None:
+        if len(_functions) >= _MAX_FUNCTIONS:
+            _functions.clear()
+        fn = _functions[key] = _compile(exprs, params, consts)
+    return fn
+
+
+def _compile(
+    exprs: Sequence[Expr], params: list[str], consts: Mapping[str, Any]
+) -> Callable[..., tuple[int, ...]]:
     bound = [_Bind(consts, e.text).visit(ast.parse(e.text, mode="eval").body) for e in exprs]
     lam = ast.Lambda(
         args=ast.arguments(

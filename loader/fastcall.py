@@ -30,6 +30,7 @@ import ctypes
 import struct
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Mapping, Sequence
+from types import CodeType
 from typing import TYPE_CHECKING, Any
 
 from .descriptors import fast_key, fast_value
@@ -273,8 +274,17 @@ def _tuple(items: Sequence[str]) -> str:
 def _generate(source: str, env: dict[str, Any]) -> dict[str, Any]:
     """The functions defined by ``source`` (built from integers and fixed names only)."""
     namespace = dict(env)
-    exec(compile(source, "<aotc fastcall>", "exec"), namespace)
+    code = _code.get(source)  # launchers of one ABI share it: compiled once
+    if code is None:
+        if len(_code) >= _MAX_CODE:
+            _code.clear()
+        code = _code[source] = compile(source, "<aotc fastcall>", "exec")
+    exec(code, namespace)
     return namespace
+
+
+_code: dict[str, CodeType] = {}
+_MAX_CODE = 4096  # then start again (a service opening bundle after bundle)
 
 
 def _plain_types(param: Param, grid_names: Collection[str]) -> tuple[type, ...]:

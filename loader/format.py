@@ -44,22 +44,39 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO
+from typing import TYPE_CHECKING, Annotated, Any, BinaryIO
 
 from . import codec
 from .codec import Range, canonical_json, no_constant
 from .errors import BundleError
 from .manifest import Manifest, ManifestError
-from .trailer import (
-    MAX_TRAILER,
-    SIG_ALG,
-    SIG_MAGIC,
-    Signature,
-    encode_trailer,
-    parse_trailer,
-    read_trailer,
-    signed_message,
-)
+
+if TYPE_CHECKING:
+    from .trailer import (
+        MAX_TRAILER,
+        SIG_ALG,
+        SIG_MAGIC,
+        Signature,
+        encode_trailer,
+        parse_trailer,
+        signed_message,
+    )
+
+_TRAILER_NAMES = frozenset(("MAX_TRAILER", "SIG_ALG", "SIG_MAGIC", "Signature", "encode_trailer",
+                            "parse_trailer", "read_trailer", "signed_message"))  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    # loader/trailer.py is imported when a bundle has a trailer, or a name of it is asked
+    # for here: an unsigned bundle opens without it (start-up time).
+    if name in _TRAILER_NAMES:
+        from . import trailer
+
+        value = getattr(trailer, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # The trailer's names and canonical_json are imported from here too (aot, tests).
 __all__ = [
@@ -249,7 +266,11 @@ class BundleFile:
                 f"{where}: truncated: {actual} bytes, expected {expected}; re-download it"
             )
         self.payload_end = expected
-        self.signature = read_trailer(self._f.fileno(), expected, actual, where)
+        self.signature = None
+        if actual != expected:  # trailing bytes: a signature, or refused
+            from .trailer import read_trailer
+
+            self.signature = read_trailer(self._f.fileno(), expected, actual, where)
         for e in layout.entries.values():
             if e.offset + e.size > layout.payload_size:
                 raise BundleError(f"{where}: entry {e.name!r} lies outside the payload region")

@@ -12,7 +12,7 @@ cuLaunchKernel.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import args as _args
 from . import descriptors as _descriptors
@@ -23,8 +23,10 @@ from .expr import parse
 from .fastcall import PACK_ERRORS, FastPath, choice_table
 from .launch import EntrySource, Launcher
 from .manifest import GIVEN, NONE, CallValue, KernelSpec, Param, VariantSpec
-from .profile import HostPath
 from .validity import CallValues, explain
+
+if TYPE_CHECKING:
+    from .profile import HostPath
 
 # What a fast-path launch raises only before anything reached the driver: the checked path
 # then runs the call again and says what is wrong (or launches, e.g. an fp32 value too
@@ -309,6 +311,8 @@ class Kernel:
         launcher, values = found
         fast, handle = self._fast, self._stream()
         launch, pack_grid, driver_call, driver_call_typed = launcher.host_parts(values, handle)
+        from .profile import HostPath  # for benchmarks only: not imported at start-up
+
         return HostPath(
             call=lambda: self(*args, **call),
             checked=lambda: self._call_checked(args, None, None, call),

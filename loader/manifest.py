@@ -9,29 +9,20 @@ Decoding also runs each class's ``_validate``: the checks that span fields (a ch
 variants exist, a grid parses, every name the loader will look up is there), so a manifest
 that decodes is one the loader can open and call without surprises.
 
-Four modules hold the records, all importable from here: loader/manifest_types.py (types,
-ranges, the base class), manifest_model.py, op.py, and this one (the rest).
+Six modules hold the records, all importable from here: loader/manifest_types.py (types,
+ranges, the base class), manifest_model.py, manifest_pipeline.py, manifest_build.py,
+op.py, and this one (kernels and the whole manifest). Only manifest_types and this one are
+imported with it; the others on first use.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import codec
-from .manifest_model import (
-    MODEL_BACKENDS,
-    MODEL_DEVICES,
-    MODEL_DTYPES,
-    MODEL_IMPLS,
-    ModelArtifacts,
-    ModelBucket,
-    ModelInput,
-    ModelSpec,
-    ModelWeight,
-    serving_label,
-)
 from .manifest_types import (
     ASSUMPTIONS,
     ELEMENT_TYPES,
@@ -54,10 +45,48 @@ from .manifest_types import (
     Warps,
     check_bounds,
 )
-from .op import OpSpec
 
-# Every record and table of the manifest, those of manifest_types.py and
-# manifest_model.py included: import them from here.
+if TYPE_CHECKING:
+    from .manifest_build import BuildRecord, Failure, ShardRecord
+    from .manifest_model import (
+        MODEL_BACKENDS,
+        MODEL_DEVICES,
+        MODEL_DTYPES,
+        MODEL_IMPLS,
+        ModelArtifacts,
+        ModelBucket,
+        ModelInput,
+        ModelSpec,
+        ModelWeight,
+        serving_label,
+    )
+    from .manifest_pipeline import ROLES, PipelineSpec, PipelineStep, PipelineTensor
+    from .op import OpSpec
+
+# The records of sections a manifest may lack live in modules imported on first use (the
+# codec resolves ``Manifest``'s annotations through this module's ``__getattr__``), so
+# that opening a bundle of kernels does not create the classes of models, pipelines, ops
+# and build records (start-up time is what a bundle is for).
+_MODULES = {
+    "manifest_model": "MODEL_BACKENDS MODEL_DEVICES MODEL_DTYPES MODEL_IMPLS ModelArtifacts "
+    "ModelBucket ModelInput ModelSpec ModelWeight serving_label",
+    "manifest_pipeline": "ROLES PipelineSpec PipelineStep PipelineTensor",
+    "manifest_build": "BuildRecord Failure ShardRecord",
+    "op": "OpSpec",
+}
+_LAZY = {name: module for module, names in _MODULES.items() for name in names.split()}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __package__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# Every record and table of the manifest, those of the other manifest modules included:
+# import them from here.
 __all__ = [
     "ASSUMPTIONS",
     "ELEMENT_TYPES",
@@ -256,90 +285,6 @@ class KernelSpec(Coded):
         check_kernel(self)
 
 
-ROLES = ("input", "output", "weight", "scratch", "state")
-
-
-@dataclass(frozen=True)
-class PipelineTensor(Coded):
-    """A tensor of a pipeline: ``shape``, integer expressions of its dimensions, row-major;
-    ``role`` in ROLES ("state": bound like a weight, written by steps: a KV cache)."""
-
-    name: str
-    dtype: str
-    shape: tuple[str, ...]
-    role: str
-    pad: float | None = field(default=None, metadata=_OMIT)  # an input's; see checks.py
-
-    def _validate(self) -> None:
-        if self.role not in ROLES or self.dtype not in ELEMENT_TYPES:
-            raise ValueError(f"({self.name}): unknown role or dtype")
-
-
-@dataclass(frozen=True)
-class PipelineStep(Coded):
-    """One kernel call. ``args``: per param a tensor (pointer), an expression of the dims
-    (integer) or a number (float), then the call values; ``when``: at which buckets."""
-
-    kernel: str
-    args: tuple[str | float, ...]
-    when: str | None = field(default=None, metadata=_OMIT)  # a predicate of the dims
-
-
-@dataclass(frozen=True)
-class PipelineSpec(Coded):
-    """A named sequence of kernel calls over named tensors, captured by the loader as one
-    CUDA graph per bucket of ``dims`` (see loader/pipeline.py)."""
-
-    name: str
-    dims: tuple[str, ...]
-    buckets: tuple[tuple[Count, ...], ...]  # per dim, ascending upper bounds
-    tensors: tuple[PipelineTensor, ...]
-    steps: tuple[PipelineStep, ...]
-
-    def _validate(self) -> None:
-        from .checks import check_pipeline, check_pipeline_sizes
-
-        check_bounds(self.dims, self.buckets)
-        check_pipeline(self)
-        check_pipeline_sizes(self)
-
-    def tensor(self, name: str) -> PipelineTensor:
-        for t in self.tensors:
-            if t.name == name:
-                return t
-        raise KeyError(name)
-
-
-# build.*: what the builder records beside the product, read by inspect and merge.
-@dataclass(frozen=True)
-class Failure(Coded):
-    """A variant that failed to compile or fit (``build.failed``)."""
-
-    kernel: str
-    target: str
-    dtypes: Mapping[str, str]
-    config: str
-    spec: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class ShardRecord(Coded):
-    """The slice a partial bundle holds (``build.shard``)."""
-
-    index: Count = 1
-    count: Count = 1
-    instances: Count | None = None
-    of: Count | None = None
-    targets: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class BuildRecord(Coded):
-    failed: tuple[Failure, ...] = ()
-    shard: ShardRecord | None = None
-
-
 @dataclass(frozen=True)
 class Manifest(Coded):
     name: str = field(metadata=codec.spec(key=("bundle", "name")))
@@ -356,7 +301,10 @@ class Manifest(Coded):
     def _validate(self) -> None:
         from .checks import check_ops, check_steps
 
-        codec.decode(BuildRecord, self.build, "build")
+        if self.build:  # an empty record is a valid one: no need to create its classes
+            from .manifest_build import BuildRecord
+
+            codec.decode(BuildRecord, self.build, "build")
         check_steps(self)
         check_ops(self)
 

@@ -1,9 +1,9 @@
 """The manifest's vocabulary: element and scalar types, integer ranges, the base class that
 gives every record ``to_json``/``from_json`` through the generic codec, and its error.
 
-loader/manifest.py (kernels, pipelines, the build record, the whole manifest) and
-loader/manifest_model.py (a ``[model]``'s records) are built from these; import them from
-``loader.manifest``, which re-exports everything here.
+loader/manifest.py (kernels, the whole manifest) and the records of the sections a
+bundle may lack (manifest_model.py, manifest_pipeline.py, manifest_build.py, op.py) are
+built from these; import them from ``loader.manifest``, which re-exports everything here.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ from .manifest import KernelSpec, VariantSpec
 Values = Sequence[Any]
 Fits = Callable[[Values], bool]
 
+_assumption_tests: dict[tuple[tuple[int, int], ...], Fits] = {}  # _assumptions'
+_MAX_TESTS = 4096  # then start again (a service opening bundle after bundle)
+
 
 class CallValues:
     """A kernel's call values: their names, and how a call gives each."""
@@ -125,6 +128,16 @@ def variant_test(
 def _assumptions(checks: Sequence[tuple[int, int]]) -> Fits:
     """The assumptions ((position, 16 or 1) pairs) as one generated test: built from
     integers only; generated rather than looped, as the fast path is (loader/fastcall.py)."""
+    key = tuple(checks)
+    fits = _assumption_tests.get(key)  # variants share them: compiled once (pure functions)
+    if fits is None:
+        if len(_assumption_tests) >= _MAX_TESTS:
+            _assumption_tests.clear()
+        fits = _assumption_tests[key] = _compile_assumptions(key)
+    return fits
+
+
+def _compile_assumptions(checks: Sequence[tuple[int, int]]) -> Fits:
     aligned = [f"values[{pos}]" for pos, kind in checks if kind == 16]
     terms = [f"values[{pos}] == 1" for pos, kind in checks if kind != 16]
     if aligned:  # v & 15 is non-zero exactly when v % 16 is, so OR them all and test once

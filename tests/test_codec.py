@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import sys
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any
@@ -184,3 +186,39 @@ def test_the_encoded_manifest_is_unchanged_byte_for_byte() -> None:
         assert hashlib.sha256(canonical_json(m.to_json())).hexdigest() == digest
     model = _manifests()[0].model
     assert model is not None and mf.ModelSpec.from_json(model.to_json()) == model
+
+
+LAZY_MODULE = """
+from __future__ import annotations
+from dataclasses import dataclass
+
+asked = []
+
+def __getattr__(name):
+    asked.append(name)
+    if name == "Later":
+        from tests.test_codec import Leaf
+        return Leaf
+    raise AttributeError(name)
+
+@dataclass(frozen=True)
+class Holder:
+    first: Later
+    absent: Never | None = None
+"""
+
+
+def test_annotations_resolve_through_the_modules_getattr_and_only_when_needed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """loader/manifest.py imports the records of sections a bundle may lack on first use,
+    through its ``__getattr__``: the codec resolves a field's annotation that way, and
+    only when a value comes for it."""
+    module = types.ModuleType("tests._lazy_records")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    exec(LAZY_MODULE, vars(module))
+    holder = decode(module.Holder, {"first": {"id": "a", "size": 1}}, "h")
+    assert holder.first == Leaf("a", 1) and holder.absent is None
+    assert "Later" in module.asked and "Never" not in module.asked
+    with pytest.raises(DecodeError, match=r"h\.first\.size must be an integer from 0 to 100"):
+        decode(module.Holder, {"first": {"id": "a", "size": 101}}, "h")

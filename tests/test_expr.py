@@ -68,6 +68,21 @@ def test_compile_function_folds_constants_and_ignores_unused_params() -> None:
         compile_function([parse("Q")], ["M"])
 
 
+def test_compiled_functions_are_shared_only_between_identical_inputs() -> None:
+    """Variants share their grids: each distinct (expressions, parameters, constants) is
+    compiled once, and nothing that differs is ever served the same function."""
+    grid = [parse("cdiv(M, BLOCK) * K")]
+    fn = compile_function(grid, ["M"], {"BLOCK": 64, "K": 2})
+    assert compile_function(grid, ["M"], {"BLOCK": 64, "K": 2}) is fn
+    assert fn(130) == (6,)
+    assert compile_function(grid, ["M"], {"BLOCK": 64, "K": 3})(130) == (9,)
+    assert compile_function(grid, ["M"], {"BLOCK": 128, "K": 2})(130) == (4,)
+    assert compile_function(grid, ["M", "N"], {"BLOCK": 64, "K": 2})(130, 0) == (6,)
+    assert compile_function([parse("M + K")], ["M"], {"K": 1})(1) == (2,)
+    truth = compile_function([parse("M + K")], ["M"], {"K": True})
+    assert truth is not compile_function([parse("M + K")], ["M"], {"K": 1})
+
+
 def test_param_named_like_a_helper_cannot_shadow_it() -> None:
     fn = compile_function([parse("cdiv(x, 2)")], ["cdiv_", "x"])
     assert fn(99, 5) == (3,)
