@@ -150,8 +150,9 @@ class Pipeline:
                 makers.append(("int", fn))
             else:
                 makers.append(("number", a))
-        when = step.when and compile_function([parse(step.when, predicate=True)], list(self.dims))
-        return kernel, makers, when or None
+        if step.when is None:
+            return kernel, makers, None
+        return kernel, makers, compile_function([parse(step.when, predicate=True)], list(self.dims))
 
     # -- capture ------------------------------------------------------------------------
 
