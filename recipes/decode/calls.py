@@ -207,8 +207,16 @@ def _i32(values, device):
 
 
 def topk_inputs(sizes, dtypes, device="cuda"):
+    """Router logits with no two equal in a row (distinct multiples of a row's step, exact in
+    bf16): the build compares the ids exactly, and which of two equal logits a top-k keeps
+    is its own rule (the kernel's: the lower expert; torch.topk's on a GPU: unspecified).
+    The steps differ from row to row, and so do the weights."""
     t = sizes["num_tokens"]
-    _, logits, _, _ = _ref.moe_inputs(t, NUM_EXPERTS, 16, 16, dtypes["T"], device, seed=t)
+    g = torch.Generator().manual_seed(t)
+    ranks = torch.stack([torch.randperm(NUM_EXPERTS, generator=g) for _ in range(t)])
+    step = torch.randint(1, 6, (t, 1), generator=g) * 0.25
+    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    logits = (ranks.float() * step - 2.0).to(dt).to(device)
     weights = torch.empty(t * TOP_K, dtype=torch.float32, device=device)
     ids = torch.empty(t * TOP_K, dtype=torch.int32, device=device)
     return [logits, weights, ids, t, logits.stride(0)]
