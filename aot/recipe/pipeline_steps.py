@@ -75,19 +75,23 @@ def check_flow(
     """Reads before writes, and every output written: once, or at every bucket when some
     steps have ``when``; and every tensor used by some step."""
     conditional = any(when is not None for when, _ in steps)
-    envs = [dict(zip(buckets, c, strict=True)) for c in itertools.product(*buckets.values())]
-    for env in envs if conditional else [{}]:
+    used = {t for _, accesses in steps for _, t, _ in accesses}
+    for i, env in enumerate(bucket_envs(buckets) if conditional else [{}]):
         at = " at " + ", ".join(f"{d}={x}" for d, x in env.items()) if env else ""
         flow = Flow(v, w, tensors, at)
         for when, accesses in steps:
             if when is None or when.evaluate(env):
                 for key, tensor, writes in accesses:
                     flow.access(key, tensor, writes)
-        used = {t for _, accesses in steps for _, t, _ in accesses}
-        for name in tensors:
-            if name not in used:
-                v.fail(f"{w}.tensors.{name}", "no step uses it; remove it")
+        unused = [name for name in tensors if name not in used] if i == 0 else []
+        if unused:
+            v.fail(f"{w}.tensors.{unused[0]}", "no step uses it; remove it")
         flow.finish()
+
+
+def bucket_envs(buckets: Mapping[str, tuple[int, ...]]) -> list[dict[str, int]]:
+    """Every bucket combination, as dimension -> upper bound."""
+    return [dict(zip(buckets, c, strict=True)) for c in itertools.product(*buckets.values())]
 
 
 def check_step(
@@ -151,8 +155,7 @@ def _when(
     if unknown:
         v.fail(key, f"unknown name(s) {sorted_names(unknown)}; a step's condition reads the "
                f"pipeline's dimensions {sorted_names(buckets)}")  # fmt: skip
-    envs = [dict(zip(buckets, c, strict=True)) for c in itertools.product(*buckets.values())]
-    if not any(when.evaluate(env) for env in envs):
+    if not any(when.evaluate(env) for env in bucket_envs(buckets)):
         v.fail(key, f"{when.text!r} holds at no bucket: the step would never run")
     return when
 
@@ -283,9 +286,7 @@ def _check_shapes(
 ) -> None:
     """At every bucket where the step runs: each pointer's tensor has the shape and strides
     the kernel reads, and every integer argument fits its type."""
-    dims = list(buckets)
-    for combo in itertools.product(*buckets.values()):
-        env = dict(zip(dims, combo, strict=True))
+    for env in bucket_envs(buckets):
         if when is None or when.evaluate(env):
             _check_at(v, sw, kr, pointers, bound, tensors, env)
 
