@@ -100,7 +100,7 @@ def paged_decode_reduce_inputs(sizes, dtypes, device="cuda"):
     empty = torch.rand(rows, generator=g) < 0.25
     empty[..., 0] = False
     part_out[empty], part_max[empty], part_sum[empty] = 0.0, _ref.NEUTRAL_MAX, 0.0
-    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    dt = _ref.DTYPES[dtypes["T"]]
     out = torch.empty(num_seqs, NUM_Q_HEADS, HEAD_DIM, dtype=dt, device=device)
     return [part_out.to(device), part_max.to(device), part_sum.to(device), out, num_seqs,
             out.stride(0), out.stride(1)]  # fmt: skip
@@ -171,7 +171,7 @@ def rotary_cache_inputs(sizes, dtypes, device="cuda"):
     block larger than they need; the last token, once there are two, has slot -1 (a
     graph's padded row), which must write nothing."""
     t = sizes["num_tokens"]
-    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    dt = _ref.DTYPES[dtypes["T"]]
     g = torch.Generator().manual_seed(t)
     width = (NUM_Q_HEADS + 2 * NUM_KV_HEADS) * HEAD_DIM
     qkv = torch.randn(t, width, generator=g).to(dt).to(device)
@@ -215,7 +215,7 @@ def topk_inputs(sizes, dtypes, device="cuda"):
     g = torch.Generator().manual_seed(t)
     ranks = torch.stack([torch.randperm(NUM_EXPERTS, generator=g) for _ in range(t)])
     step = torch.randint(1, 6, (t, 1), generator=g) * 0.25
-    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    dt = _ref.DTYPES[dtypes["T"]]
     logits = (ranks.float() * step - 2.0).to(dt).to(device)
     weights = torch.empty(t * TOP_K, dtype=torch.float32, device=device)
     ids = torch.empty(t * TOP_K, dtype=torch.int32, device=device)
@@ -254,7 +254,7 @@ def moe_step_down_inputs(sizes, dtypes, device="cuda"):
     """The down projection of num_pairs routed rows of the FFN activation, each scaled by
     its routing weight, aligned to GRAPH_ALIGN."""
     pairs = sizes["num_pairs"]
-    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    dt = _ref.DTYPES[dtypes["T"]]
     logits = torch.randn(-(-pairs // TOP_K), NUM_EXPERTS, device=device)
     weights, ids = (t.reshape(-1)[:pairs] for t in _ref.topk_reference(logits, TOP_K))
     act = torch.randn(pairs, FFN, device=device).to(dt)
@@ -283,7 +283,7 @@ def moe_step_down_reference(act, w2, c, weights, sorted_ids, expert_ids, total, 
 
 def combine_inputs(sizes, dtypes, device="cuda"):
     t = sizes["num_tokens"]
-    dt = getattr(torch, {"fp16": "float16", "bf16": "bfloat16"}[dtypes["T"]])
+    dt = _ref.DTYPES[dtypes["T"]]
     down = torch.randn(t * TOP_K, HIDDEN, device=device).to(dt)
     weights = torch.rand(t * TOP_K, device=device)
     res = torch.randn(t, HIDDEN, device=device).to(dt)
