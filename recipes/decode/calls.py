@@ -113,6 +113,10 @@ def paged_decode_reduce_reference(part_out, part_max, part_sum, out, *rest):
     return {"out_ptr": (part_out.double() * w[..., None]).sum(-2) / total[..., None]}
 
 
+def _i32(values, device):
+    return torch.as_tensor(values, dtype=torch.int32).to(device)
+
+
 def _widen(table, max_blocks):
     """The block table padded (with its first block: never read past a context) to the
     bucket's width, as a serving engine allocates it."""
@@ -138,10 +142,9 @@ def moe_up_inputs(sizes, dtypes, device="cuda", config=None):
     sorted_ids, expert_ids, total = _ref.align_reference(ids, NUM_EXPERTS, block_m)
     pairs = ids.numel()
     c = torch.empty(pairs, FFN, device=device, dtype=x.dtype)
-    as_i32 = lambda t: torch.as_tensor(t, dtype=torch.int32).to(device)  # noqa: E731
-    return [x, w1, c, weights.float().to(device), as_i32(sorted_ids), as_i32(expert_ids),
-            as_i32([total]), pairs, FFN, HIDDEN, x.stride(0), w1.stride(0), w1.stride(1),
-            w1.stride(2), c.stride(0)]  # fmt: skip
+    return [x, w1, c, weights.float().to(device), _i32(sorted_ids, device),
+            _i32(expert_ids, device), _i32([total], device), pairs, FFN, HIDDEN, x.stride(0),
+            w1.stride(0), w1.stride(1), w1.stride(2), c.stride(0)]  # fmt: skip
 
 
 def moe_up_reference(x, w1, c, weights, sorted_ids, expert_ids, total, pairs, *rest):
@@ -200,10 +203,6 @@ def rotary_cache_reference(qkv, positions, slots, q_out, k_cache, v_cache, t, nu
 # launch), whatever BLOCK_M each GEMM was tuned to (moe_gemm's ALIGN).
 
 GRAPH_ALIGN = 64
-
-
-def _i32(values, device):
-    return torch.as_tensor(values, dtype=torch.int32).to(device)
 
 
 def topk_inputs(sizes, dtypes, device="cuda"):
