@@ -9,8 +9,9 @@ Run on a GPU machine from the repository root, with a bundle built from recipes/
 1. Latency per step at each T (tokens, one per sequence), every sequence at the same
    context length (``--context``, or as many tokens as the 16384-block cache holds), in µs
    with the others' time over aotc's (higher: aotc faster). Each path is called once first
-   (capture, or compile: its time is printed), then 10 warm-up calls and ``--repeats`` loops
-   of ``--loop`` back-to-back calls timed with CUDA events; the median loop over its calls.
+   (capture, or compile: its time is printed), then ``--warmup`` calls and ``--repeats``
+   loops of back-to-back calls (~``--target-ms`` each) timed with CUDA events, as
+   pipeline_bench.py times them; the median.
    torch.compile runs only at ``--compile-sizes`` (each compiles for long). The eager step
    and the compiled one are recipes/decode/step.py's ``eager_step``: the cache written by
    index, the context gathered through the block table for SDPA, the MoE as a loop over
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
 
 
@@ -48,21 +50,11 @@ def step_module() -> Any:
     return module
 
 
-def time_us(fn: Any, repeats: int, loop: int) -> float:
-    import torch
+def time_us(fn: Any, args: argparse.Namespace) -> float:
+    """Median µs per call of back-to-back calls (pipeline_bench's loops)."""
+    from pipeline_bench import time_calls
 
-    for _ in range(10):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(loop):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / loop)
-    return statistics.median(times)
+    return statistics.median(time_calls(fn, args)[0])
 
 
 def first_call_s(fn: Any) -> float:
@@ -103,7 +95,7 @@ def latency(args: argparse.Namespace, out: dict[str, Any]) -> None:
         for name, fn in paths.items():
             try:
                 row[f"{name}_first_s"] = first_call_s(fn)
-                row[f"{name}_us"] = time_us(fn, args.repeats, args.loop)
+                row[f"{name}_us"] = time_us(fn, args)
             except Exception as exc:  # reported in its cell; the other paths go on
                 row[f"{name}_error"] = f"{type(exc).__name__}: {exc}"[:300]
                 log(f"T={t} {name}: {row[f'{name}_error']}")
@@ -200,7 +192,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="tokens per sequence (speculative decoding's verification); sizes "
                     "are then multiples of it")  # fmt: skip
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--loop", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--target-ms", type=float, default=25.0, help="length of one timed loop")
     ap.add_argument("--ready-runs", type=int, default=2)
     ap.add_argument("--no-latency", action="store_true")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
