@@ -9,11 +9,14 @@
 #   device: carry [".whl"], command: bash benchmarks/run_decode_on_gpu.sh
 #   a bundle built earlier: BUNDLE=<path> STAGES="tests step" (carry its folder too)
 #   speculative decoding's verification: STEP_ARGS="--verify 4 --sizes 4,8,16,32,64,128,256,512"
+#   an earlier tuning database to extend (its measurements of unchanged kernels are kept):
+#   SEED_DB=<path>.tunedb.jsonl (carry its folder too)
 W=${W:-/tmp/aotc-decode}
 source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.tunedb.jsonl step.json 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
 STAGES=${STAGES:-"jit build tests"}
+[[ -n "${SEED_DB:-}" && ! -f "$W/decode.tunedb.jsonl" ]] && cp "$SEED_DB" "$W/decode.tunedb.jsonl"
 [[ " $STAGES " == *" jit "* ]] && stage jit "${JIT_LIMIT:-200}" python3 benchmarks/decode_jit_check.py ${JIT_ARGS:-}
 [[ " $STAGES " == *" build "* ]] && \
   stage build "${BUILD_LIMIT:-420}" python3 -m aot.cli build recipes/decode.toml -o "$W/decode.aotc" -j 16
