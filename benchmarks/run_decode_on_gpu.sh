@@ -4,16 +4,19 @@
 # SDPA flash and a per-expert loop), recipes/decode.toml built and tuned on this GPU, then
 # tests/gpu/test_decode_gpu.py on that bundle (the decode_step pipeline included), then
 # (stage "step") benchmarks/decode_step_bench.py: the whole step per token bucket against
-# eager PyTorch and torch.compile, and its time to ready. Logs, the build's report and the
+# eager PyTorch and torch.compile, and its time to ready; (stage "verify") the same for
+# speculative decoding's verification, 4 tokens per sequence; (stage "kernels")
+# benchmarks/decode_kernels_bench.py: paged decode against SDPA flash, the MoE layer against
+# a per-expert loop and its torch.compile max-autotune. Logs, the build's report and the
 # benchmark's JSON come back in $OUT/decode.tar.gz; a summary is printed last.
 #   device: carry [".whl"], command: bash benchmarks/run_decode_on_gpu.sh
 #   a bundle built earlier: BUNDLE=<path> STAGES="tests step" (carry its folder too)
-#   speculative decoding's verification: STEP_ARGS="--verify 4 --sizes 4,8,16,32,64,128,256,512"
+#   speculative decoding's verification: the "verify" stage (decode_step_bench.py --verify 4)
 #   an earlier tuning database to extend (its measurements of unchanged kernels are kept):
 #   SEED_DB=<path>.tunedb.jsonl (carry its folder too)
 W=${W:-/tmp/aotc-decode}
 source benchmarks/gpu_run.sh
-pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.tunedb.jsonl step.json 2>/dev/null); }
+pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.tunedb.jsonl step.json verify.json kernels.json 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
 STAGES=${STAGES:-"jit build tests"}
 [[ -n "${SEED_DB:-}" && ! -f "$W/decode.tunedb.jsonl" ]] && cp "$SEED_DB" "$W/decode.tunedb.jsonl"
@@ -25,9 +28,15 @@ BUNDLE=${BUNDLE:-$W/decode.aotc}
 if [[ -f "$BUNDLE" ]]; then export AOTC_TEST_DECODE_BUNDLE=$BUNDLE; fi
 [[ " $STAGES " == *" tests "* ]] && \
   stage tests "${TEST_LIMIT:-150}" python3 -m pytest -q -m gpu tests/gpu/test_decode_gpu.py -p no:cacheprovider -rf
+[[ " $STAGES " == *" kernels "* ]] && \
+  stage kernels "${KERNELS_LIMIT:-240}" python3 benchmarks/decode_kernels_bench.py --bundle "$BUNDLE" --json "$W/kernels.json"
+[[ " $STAGES " == *" verify "* ]] && \
+  stage verify "${VERIFY_LIMIT:-150}" python3 benchmarks/decode_step_bench.py --bundle "$BUNDLE" --json "$W/verify.json" \
+    --verify 4 --sizes 4,8,16,32,64,128,256,512 --compile-sizes 4,16,128 --ready-runs 0
 [[ " $STAGES " == *" step "* ]] && \
   stage step "${STEP_LIMIT:-300}" python3 benchmarks/decode_step_bench.py --bundle "$BUNDLE" --json "$W/step.json" ${STEP_ARGS:-}
 pack
-grep -A40 "^Decode step latency" "$W/logs/step.log" 2>/dev/null >> "$S"
+grep -A40 "^Decode step latency" "$W/logs/step.log" "$W/logs/verify.log" 2>/dev/null >> "$S"
+grep -A40 "^Paged decode attention" "$W/logs/kernels.log" 2>/dev/null >> "$S"
 grep -E "^(FAILED|ERROR)" "$W/logs/tests.log" 2>/dev/null | head -8 >> "$S"
 grep -vE "^\[" "$W/logs/jit.log" 2>/dev/null | tail -40 >> "$S"

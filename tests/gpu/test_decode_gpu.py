@@ -130,7 +130,8 @@ VERIFY_CASES = [(1, 100), (3, 5000), (32, 2000), (128, 500)]
 )
 def test_decode_step_matches_float64(step: Any, t: int, longest: int, verify: int) -> None:
     """The output against float64 at every token whose routing is clear at bf16 precision
-    (router logits' 2nd and 3rd apart by 0.05 or more: at least 90% of them); the new keys
+    (router logits' 2nd and 3rd apart by 0.05 or more: at least 3 in 4 of them, since 16
+    tokens of random data can hold two unclear ones; 90% or more at 100 tokens); the new keys
     and values at the tokens' slots, and no other cache entry touched. ``verify``: that
     many tokens per sequence (speculative decoding's check of the drafts), each row
     attending to its sequence's tokens up to itself, those written in the same step
@@ -150,7 +151,7 @@ def test_decode_step_matches_float64(step: Any, t: int, longest: int, verify: in
     assert torch.isfinite(out).all()
     top3 = torch.topk(logits, 3, -1).values
     clear = top3[:, 1] - top3[:, 2] >= 0.05
-    assert float(clear.double().mean()) >= 0.9, clear
+    assert float(clear.double().mean()) >= (0.75 if t < 100 else 0.9), clear
     diff = out.double()[clear] - expected[clear]
     err = float(torch.linalg.norm(diff) / torch.linalg.norm(expected[clear]))
     assert err < 2e-2, err
