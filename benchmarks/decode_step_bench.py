@@ -18,7 +18,8 @@ Run on a GPU machine from the repository root, with a bundle built from recipes/
    the experts.
 2. Time to ready (``--ready``): a fresh process imports the loader, opens the bundle,
    binds the weights, captures all ten buckets' graphs (``warmup()``) and runs the first
-   step at T=1, synchronised; the weights are made first, untimed.
+   step at T=1, synchronised; the weights are made first, untimed. Its Python imports
+   read bytecode written beforehand, as a pip-installed service's do (bytecode_env.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -131,18 +133,26 @@ def ready_child(bundle: str) -> None:
 
 
 def ready(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    from bytecode_env import bytecode_env
+
     runs = []
-    for _ in range(args.ready_runs):
-        proc = subprocess.run([sys.executable, __file__, "--child", "--bundle", args.bundle],
-                              capture_output=True, text=True, timeout=600)  # fmt: skip
-        line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-        if line is None:
-            runs.append({"error": (proc.stderr or proc.stdout)[-600:]})
-        else:
-            runs.append(json.loads(line[len("RESULT ") :]))
-        log(json.dumps(runs[-1]))
+    with tempfile.TemporaryDirectory(prefix="decode-ready-") as tmp:
+        env = bytecode_env(Path(tmp), "torch, loader")
+        for _ in range(args.ready_runs):
+            runs.append(ready_run(args.bundle, env))
+            log(json.dumps(runs[-1]))
     out["ready"] = runs
     save(args, out)
+
+
+def ready_run(bundle: str, env: dict[str, str]) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, __file__, "--child", "--bundle", bundle], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": (proc.stderr or proc.stdout)[-600:]}
+    result: dict[str, Any] = json.loads(line[len("RESULT ") :])
+    return result
 
 
 def save(args: argparse.Namespace, out: dict[str, Any]) -> None:
