@@ -17,7 +17,10 @@ calls, PyTorch's dispatch).
    ``paged_decode_reduce``); the decode step runs the pair up to 4 tokens. The baseline:
    SDPA with the flash backend on the same K/V laid out contiguously (each KV head's query
    heads as its query rows, so no K/V is repeated; the other backends disabled once, up
-   front). Both outputs are compared first. GB/s:
+   front). Both outputs are compared first. Each is timed twice: called from Python as
+   above, and captured back to back in a CUDA graph and replayed
+   (``triton.testing.do_bench_cudagraph``), as a serving engine's graphs run them: the
+   GPU's time without the host's launch costs. GB/s:
    K and V read per second, also as a share of a measured device-to-device copy.
 2. MoE layer (Mixtral-8x7B: 8 experts, top 2, hidden 4096, FFN 14336, bf16), per token
    count, from router logits (no two equal in a row, so both paths route alike) to the
@@ -108,11 +111,24 @@ def attention_row(bundle: Any, seqs: int, ctx: int, copy_gbs: float) -> dict[str
         assert row[f"{name}_error"] < 1e-2, (name, row)
         row[f"{name}_ms"] = bench(fn)
     row["sdpa_ms"] = bench(sdpa)
+    for name, fn in {**paths, "sdpa": sdpa}.items():  # as a serving graph replays them
+        try:
+            row[f"{name}_graph_ms"] = graph_ms(fn)
+        except Exception as exc:  # reported in the JSON; the eager figures stand
+            row[f"{name}_graph_error"] = f"{type(exc).__name__}: {exc}"[:300]
     best = min(row[f"{name}_ms"] for name in paths)
     gbytes = 2 * seqs * HKV * ctx * HEAD_DIM * 2 / 1e9
     row["gbs"] = gbytes / (best * 1e-3)
     row["of_copy"] = row["gbs"] / copy_gbs
     return row
+
+
+def graph_ms(fn: Any) -> float:
+    """Mean ms per call of calls captured back to back in one CUDA graph and replayed: the
+    GPU's time without the host's launch costs (L2 not flushed)."""
+    import triton.testing
+
+    return float(triton.testing.do_bench_cudagraph(fn, rep=20))
 
 
 # -- MoE ---------------------------------------------------------------------------------------
@@ -170,17 +186,25 @@ def moe_row(
 # -- tables ------------------------------------------------------------------------------------
 
 
+def _cells(r: dict[str, Any], suffix: str) -> str:
+    """plain, split, flash (µs) and flash over the faster aotc path, for one timing."""
+    us = {name: r[f"{name}{suffix}"] * 1e3 for name in ("plain", "split", "sdpa")
+          if f"{name}{suffix}" in r}  # fmt: skip
+    cells = "".join(f"{us[n]:9.1f}" if n in us else f"{'-':>9}" for n in ("plain", "split", "sdpa"))
+    ours = min((us[n] for n in ("plain", "split") if n in us), default=None)
+    ratio = f"{us['sdpa'] / ours:11.2f}x" if ours and "sdpa" in us else f"{'-':>12}"
+    return cells + ratio
+
+
 def print_tables(out: dict[str, Any]) -> None:
-    print(f"\nPaged decode attention, fp16, µs (ratio: SDPA flash's time / aotc's; device copy "
-          f"{out.get('copy_gbs', 0):.0f} GB/s)")  # fmt: skip
-    print(f"{'seqs':>5}{'context':>9}{'plain':>9}{'split':>9}{'flash':>9}{'flash/plain':>13}"
-          f"{'flash/split':>13}{'GB/s':>7}{'of copy':>9}")  # fmt: skip
+    print(f"\nPaged decode attention, fp16, µs (ratio: SDPA flash's time / aotc's faster path; "
+          f"device copy {out.get('copy_gbs', 0):.0f} GB/s); called from Python, then replayed "
+          "from CUDA graphs")  # fmt: skip
+    times = f"{'plain':>9}{'split':>9}{'flash':>9}{'flash/aotc':>12}"
+    print(f"{'seqs':>5}{'context':>9}{times}{'GB/s':>7}{'of copy':>9}  |{times}")
     for r in out.get("attention", []):
-        split = f"{r['split_ms'] * 1e3:9.1f}" if "split_ms" in r else f"{'-':>9}"
-        sr = f"{r['sdpa_ms'] / r['split_ms']:12.2f}x" if "split_ms" in r else f"{'-':>13}"
-        print(f"{r['seqs']:>5}{r['context']:>9}{r['plain_ms'] * 1e3:9.1f}{split}"
-              f"{r['sdpa_ms'] * 1e3:9.1f}{r['sdpa_ms'] / r['plain_ms']:12.2f}x{sr}"
-              f"{r['gbs']:7.0f}{r['of_copy']:9.0%}")  # fmt: skip
+        print(f"{r['seqs']:>5}{r['context']:>9}" + _cells(r, "_ms")
+              + f"{r['gbs']:7.0f}{r['of_copy']:9.0%}  |" + _cells(r, "_graph_ms"))  # fmt: skip
     print("\nMoE layer, bf16, µs, routing to output (ratios: the path's time / aotc's)")
     print(f"{'T':>5}{'aotc':>9}{'loop':>9}{'compiled':>10}{'loop/aotc':>11}{'comp/aotc':>11}"
           f"{'compile s':>11}{'error':>9}")  # fmt: skip
