@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from .inspect import model_buckets
 from .kernels import cached_ranker
-from .plan import Instance, Plan, configs_of, plan_size
+from .plan import Instance, Plan, Spec, configs_of, plan_size
 from .recipe import KernelRecipe, ModelRecipe
 from .select import heuristic_chooser, wanted_variants
 from .targets import label
@@ -84,12 +85,29 @@ def describe_kernel(insts: list[Instance]) -> list[str]:
             out.append(_fit_line(inst))
     specs = insts[0].specs
     out.append(f"  specializations: {' | '.join(s.label for s in specs)}")
+    unaligned = unaligned_strides(kr, specs)
+    if unaligned:
+        out.append(f"  note: no variant assumes {', '.join(unaligned)} divisible by 16, so loads "
+                   "that step over them are not vectorised; give them 16 in specializations "
+                   "unless callers pass other strides")  # fmt: skip
     total = sum(len(list(i.variants())) for i in insts)
     extra = " × derived values" if kr.derived else ""
     out.append(f"  variants: {total} = Σ over {len(insts)} (target, binding) of configs{extra} × "
                f"{len(specs)} specializations")  # fmt: skip
     out.append("")
     return out
+
+
+def unaligned_strides(kr: KernelRecipe, specs: Sequence[Spec]) -> list[str]:
+    """Integer parameters the recipe's ``strides`` name as a stride of some tensor and that
+    no variant assumes divisible by 16 (or equal to 1). Triton vectorises a tile's loads
+    only when it knows each row starts aligned, so such a stride costs the kernel's loads
+    their width (several times the time of a memory-bound kernel), silently. Bucket keys
+    are left out: they vary by design."""
+    ints = {p for p, t in kr.signature.items() if not t.startswith("*")}
+    named = {e.text for dims in kr.strides.values() for e in dims if e is not None}
+    assumed = {arg for spec in specs for arg, _ in spec.assume}
+    return sorted((named & ints) - assumed - set(kr.buckets))
 
 
 def _layers(kr: KernelRecipe) -> list[str]:
