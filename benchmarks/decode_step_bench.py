@@ -20,6 +20,11 @@ Run on a GPU machine from the repository root, with a bundle built from recipes/
    binds the weights, captures all ten buckets' graphs (``warmup()``) and runs the first
    step at T=1, synchronised; the weights are made first, untimed. Its Python imports
    read bytecode written beforehand, as a pip-installed service's do (bytecode_env.py).
+3. The same for torch.compile (``--compile-ready SIZES``): a fresh process compiles
+   ``eager_step`` (max-autotune, ``dynamic=False``) and runs its first step at each size,
+   synchronised, twice: with empty Inductor and Triton caches (cold), then again in a new
+   process over the caches the first left (warm: what a service that keeps its compile
+   caches pays at every start).
 """
 
 from __future__ import annotations
@@ -139,20 +144,58 @@ def ready(args: argparse.Namespace, out: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory(prefix="decode-ready-") as tmp:
         env = bytecode_env(Path(tmp), "torch, loader")
         for _ in range(args.ready_runs):
-            runs.append(ready_run(args.bundle, env))
+            runs.append(child_result(["--child", "--bundle", args.bundle], env))
             log(json.dumps(runs[-1]))
     out["ready"] = runs
     save(args, out)
 
 
-def ready_run(bundle: str, env: dict[str, str]) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, __file__, "--child", "--bundle", bundle], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+def child_result(argv: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """The RESULT line of this script run in a fresh process with ``argv``."""
+    proc = subprocess.run([sys.executable, __file__, *argv], env=env, capture_output=True,
+                          text=True, timeout=1800)  # fmt: skip
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if line is None:
         return {"error": (proc.stderr or proc.stdout)[-600:]}
     result: dict[str, Any] = json.loads(line[len("RESULT ") :])
     return result
+
+
+def compile_ready_child(sizes: list[int]) -> None:
+    """In a fresh process: the weights and inputs (untimed), then torch.compile's first
+    step at each size."""
+    import torch
+
+    step = step_module()
+    weights = step.make_weights("cuda")
+    contexts = [min(1024, step.CACHE_BLOCKS * step.BLOCK_SIZE // t) for t in sizes]  # latency's
+    calls = [[step.make_inputs([n] * t, seed=t)[k] for k in step.INPUTS]
+             for t, n in zip(sizes, contexts, strict=True)]  # fmt: skip
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    compiled = torch.compile(step.eager_step, mode="max-autotune", dynamic=False)
+    per_size = {}
+    for t, n, given in zip(sizes, contexts, calls, strict=True):
+        t1 = time.perf_counter()
+        compiled(*given, weights, -(-n // step.BLOCK_SIZE))
+        torch.cuda.synchronize()
+        per_size[str(t)] = time.perf_counter() - t1
+    print("RESULT " + json.dumps({"total_s": time.perf_counter() - t0, "per_size_s": per_size}))
+
+
+def compile_ready(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    from bytecode_env import bytecode_env
+
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="decode-compile-ready-") as tmp:
+        env = {**bytecode_env(Path(tmp), "torch"), "TORCHINDUCTOR_CACHE_DIR": f"{tmp}/inductor",
+               "TRITON_CACHE_DIR": f"{tmp}/triton"}  # fmt: skip
+        for cache in ("cold", "warm"):  # the second process finds the first's caches
+            sizes = ",".join(map(str, args.compile_ready))
+            runs[cache] = child_result(["--compile-child", sizes], env)
+            log(f"torch.compile ready, {cache}: {json.dumps(runs[cache])}")
+    out["compile_ready"] = runs
+    save(args, out)
 
 
 def save(args: argparse.Namespace, out: dict[str, Any]) -> None:
@@ -184,6 +227,10 @@ def print_tables(out: dict[str, Any]) -> None:
         print(f"{r['T']:>5}{r['context']:>9}{cell(r, 'aotc'):>10}{cell(r, 'eager'):>10}"
               f"{cell(r, 'compiled'):>10}{ratio(r, 'eager'):>12}{ratio(r, 'compiled'):>11}"
               f"{cap:>11}{comp:>11}")  # fmt: skip
+    for cache, r in out.get("compile_ready", {}).items():
+        total = f"{r['total_s']:.1f} s" if "total_s" in r else r.get("error", "?")[-200:]
+        print(f"torch.compile max-autotune to its first step at every size, {cache} caches: "
+              f"{total}")  # fmt: skip
     for r in out.get("ready", []):
         print("\nTime to ready in a fresh process (all ten buckets captured, first step done): "
               + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
@@ -206,16 +253,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--target-ms", type=float, default=25.0, help="length of one timed loop")
     ap.add_argument("--ready-runs", type=int, default=2)
     ap.add_argument("--no-latency", action="store_true")
+    ap.add_argument("--compile-ready", type=lambda s: [int(x) for x in s.split(",") if x],
+                    default=[], metavar="SIZES",
+                    help="also time torch.compile's start at these sizes, cold, warm")  # fmt: skip
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--compile-child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         ready_child(args.bundle)
+        return
+    if args.compile_child:
+        compile_ready_child([int(x) for x in args.compile_child.split(",")])
         return
     out: dict[str, Any] = {}
     if not args.no_latency:
         latency(args, out)
     if args.ready_runs:
         ready(args, out)
+    if args.compile_ready:
+        compile_ready(args, out)
     print_tables(out)
 
 
