@@ -8,7 +8,7 @@ Run on a GPU machine from the repository root, with a bundle built from recipes/
 
 Every path is timed the same way: ``triton.testing.do_bench`` (median, L2 flushed between
 runs) around one call from Python, so each path pays its own launch costs (aotc's loader
-calls, PyTorch's dispatch).
+calls, PyTorch's dispatch); attention also without them (below).
 
 1. Attention (Llama-3-8B heads: 32 query heads on 8 KV heads, head dim 128, fp16, blocks of
    16 tokens), per (sequences, context), every sequence at the same context, at the
