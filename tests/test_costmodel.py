@@ -388,6 +388,7 @@ def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
     assert cm.load_file(tmp_path / "m.txt").version == cm.VERSION
     prov = json.loads((tmp_path / "m.json").read_text())
     assert prov["databases"][0]["file"] == db.name and prov["unmatched_buckets"] == 0
+    assert prov["stale_records"] == {}
     # Leave-one-kernel-out needs a second kernel to train on: said, not a traceback.
     out = invoke(["cost-model", "eval", str(db), "--recipe", str(recipe_dir)], tmp_path)
     assert out.exit_code == 2 and "at least two kernels" in out.output
