@@ -149,7 +149,7 @@ class Catalog:
 
     def current(self, records: Iterable[Record]) -> tuple[list[Record], Counter[str]]:
         """``records`` less those that ran a variant the recipes no longer compile for
-        their config, and how many that dropped per kernel. A record without a variant
+        their config, and the number dropped per kernel. A record without a variant
         (verification, a failed benchmark), or one no recipe resolves, is kept: grouping
         and resolution deal with it as before."""
         found: dict[tuple[str, str, str, str, Dtypes, Problem], Resolved | None] = {}
