@@ -25,6 +25,7 @@ through the compile cache: AOTC_CACHE_DIR); needs lightgbm. No GPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import random
 import statistics
@@ -41,10 +42,14 @@ TRAINING = ROOT / "benchmarks" / "training"  # the dense training kernels' recip
 
 def databases(data: Path) -> list[Path]:
     """The committed H200 databases; those of the training kernels (benchmarks/training/,
-    from benchmarks/run_training_on_gpu.sh) when ``data/h200-training/`` holds them."""
+    from benchmarks/run_training_on_gpu.sh) when ``data/h200-training/`` holds them. The
+    decode step's (recipes/decode.toml) also holds its paged kernels' measurements from
+    before their recipe specialised the cache's token strides: ``Catalog.current`` drops
+    those, and its earlier sources' buckets resolve to no recipe (counted as unmatched)."""
     return [data / "h200-exhaustive.tunedb.jsonl.gz", data / "h200-example.tunedb.jsonl.gz",
             data / "h200-mlp.tunedb.jsonl.gz",
             *sorted((data / "h200-gallery").glob("*.tunedb.jsonl.gz")),
+            data / "h200-decode-step" / "decode.tunedb.jsonl.gz",
             *sorted((data / "h200-training").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
 
 
@@ -54,7 +59,7 @@ def recipes(dbs: list[Path]) -> list[Path]:
     training = any(db.parent.name == "h200-training" for db in dbs)
     return [ROOT / "benchmarks" / "recipes" / "exhaustive.toml", ROOT / "recipes" / "example.toml",
             ROOT / "recipes" / "mlp.toml", ROOT / "recipes" / "gallery",
-            ROOT / "tests" / "data" / "shipped" / "shipped.toml",
+            ROOT / "tests" / "data" / "shipped" / "shipped.toml", ROOT / "recipes" / "decode.toml",
             *([TRAINING] if training else [])]  # fmt: skip
 
 
@@ -152,6 +157,17 @@ def print_efficiency(rows: list[dict]) -> None:
             print(f"{kernel}, {o} order, median over buckets: " + "; ".join(parts))
 
 
+def by_database(results) -> str:  # type: ignore[no-untyped-def]
+    """The first table's columns per database rather than per kernel."""
+    from aot.costmodel.evaluate import table
+
+    relabelled = [dataclasses.replace(r, example=dataclasses.replace(r.example,
+                  label=r.example.group.db)) for r in results]  # fmt: skip
+    lines = table(relabelled).splitlines()
+    head = lines[0].replace("kernel held out", "database")
+    return "\n".join([head, *lines[1 : lines.index("")]])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=20)
@@ -167,18 +183,26 @@ def main() -> None:
     results = leave_one_out(ds)
     print(f"leave-one-kernel-out: {len({e.family for e in ds.examples})} kernels, "
           f"{len(results)} buckets scored ({len(ds.examples)} with duplicates, "
-          f"{ds.unmatched} unmatched)\n")  # fmt: skip
+          f"{ds.unmatched} unmatched)")  # fmt: skip
+    stale = ", ".join(f"{k} {n}" for k, n in ds.stale) or "none"
+    print(f"records dropped as measurements of variants the recipes no longer compile: {stale}\n")
     print(table(results))
+    print("\nThe same picks by database (a bucket two databases measured counts once, on the "
+          "one that timed more configs):\n")  # fmt: skip
+    print(by_database(results))
     if args.buckets:
         print("\n" + buckets(results))
     eff = efficiency(ds, args.seeds)
     print_efficiency(eff)
     if args.json:
         args.json.write_text(json.dumps({
-            "loo": [{"kernel": r.example.label, "dtypes": dict(r.example.group.dtypes),
+            "loo": [{"kernel": r.example.label, "db": r.example.group.db,
+                     "dtypes": dict(r.example.group.dtypes),
                      "problem": dict(r.example.group.problem), "configs": len(r.example.times),
                      "model": r.model, "heuristic": r.heuristic, "random": r.random,
                      "spilled": r.spilled} for r in results],
+            "stale_records": dict(ds.stale),
+            "unmatched_buckets": ds.unmatched,
             "efficiency": eff,
         }, indent=1))  # fmt: skip
 

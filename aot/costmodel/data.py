@@ -12,6 +12,12 @@ matched by content: a ``Catalog`` of recipe files (or folders searched for ``*.t
 resolves each group to the instance whose kernel has that name and source hash, whose
 dtypes are the group's and whose target has the device's arch. A group no recipe
 matches is counted and left out, never guessed at.
+
+A measurement names the variant it ran (``extra.variant``: the config's id and a hash of
+its specialization and derived values). The record's key does not, so a database kept
+across a recipe change (another ``specializations`` entry, say) holds times of variants
+the recipe no longer compiles under config ids it still plans. Those records are dropped
+before grouping (``Catalog.current``): their times would label today's variants.
 """
 
 from __future__ import annotations
@@ -19,12 +25,13 @@ from __future__ import annotations
 import gzip
 import statistics
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import AotcError, UsageError
+from ..pack import variant_id
 from ..plan import Config, Instance, Plan, make_plan
 from ..recipe import load
 from ..targets import GPU
@@ -84,10 +91,12 @@ def groups(records: Iterable[Record], db: str) -> list[Group]:
         elif r.kind in ("bench", "verify") and not r.ok:
             failed[key].add(r.config)
     out = []
-    for key, times in sorted(bench.items(), key=lambda kv: repr(kv[0])):
-        truth = {c: ms for c, ms in times.items() if c not in failed[key]}
+    # A config with rounds but no benchmark is a finalist whose benchmark was dropped as
+    # another variant's (Catalog.current): its rounds are its time.
+    for key in sorted(bench.keys() | rounds.keys(), key=repr):
+        truth = {c: ms for c, ms in bench[key].items() if c not in failed[key]}
         for cid, ms in rounds[key].items():
-            if cid in truth:
+            if cid not in failed[key]:
                 truth[cid] = statistics.median(ms)
         if len(truth) < 2:
             continue
@@ -124,15 +133,54 @@ class Catalog:
                 self._by_source[key].append((plan, inst))
 
     def resolve(self, g: Group) -> Resolved | None:
-        for plan, inst in self._by_source.get((g.kernel, g.source), ()):
-            if inst.dtypes != g.dtypes or inst.target.arch != g.arch:
+        return self._find(g.kernel, g.source, g.device, g.arch, g.dtypes, g.problem)
+
+    def _find(self, kernel: str, source: str, device: str, arch: str, dtypes: Dtypes,
+              prob: Problem) -> Resolved | None:  # fmt: skip
+        for plan, inst in self._by_source.get((kernel, source), ()):
+            if inst.dtypes != dtypes or inst.target.arch != arch:
                 continue
             for bucket in inst.buckets:
-                if tuple(sorted(problem(inst, bucket).items())) == g.problem:
+                if tuple(sorted(problem(inst, bucket).items())) == prob:
                     configs = {c.id: c for c in inst.candidates(bucket)}
-                    return Resolved(plan, inst, bucket, product_gpu(g.device) or inst.target,
+                    return Resolved(plan, inst, bucket, product_gpu(device) or inst.target,
                                     configs)  # fmt: skip
         return None
+
+    def current(self, records: Iterable[Record]) -> tuple[list[Record], Counter[str]]:
+        """``records`` less those that ran a variant the recipes no longer compile for
+        their config, and the number dropped per kernel. A record without a variant
+        (verification, a failed benchmark), or one no recipe resolves, is kept: grouping
+        and resolution deal with it as before."""
+        found: dict[tuple[str, str, str, str, Dtypes, Problem], Resolved | None] = {}
+        ids: dict[tuple[int, str], frozenset[str]] = {}
+        kept: list[Record] = []
+        dropped: Counter[str] = Counter()
+        for r in records:
+            ran = r.extra.get("variant")
+            key = (r.kernel, r.source, r.device, r.arch, tuple(sorted(r.dtypes.items())),
+                   tuple(sorted(r.problem.items())))  # fmt: skip
+            if ran and key not in found:
+                found[key] = self._find(*key)
+            res = found.get(key) if ran else None
+            config = res.configs.get(r.config) if res is not None else None
+            if res is None or config is None:
+                kept.append(r)
+                continue
+            vkey = (id(res.inst), config.id)
+            if vkey not in ids:
+                ids[vkey] = variant_ids(res.inst, config)
+            if ran in ids[vkey]:
+                kept.append(r)
+            else:
+                dropped[r.kernel] += 1
+        return kept, dropped
+
+
+def variant_ids(inst: Instance, config: Config) -> frozenset[str]:
+    """The ids of every variant ``inst`` compiles ``config`` to, as records name them."""
+    return frozenset(variant_id(config.id, v.spec.label, v.derived)
+                     for v in inst.variants((config,)))  # fmt: skip
 
 
 def _recipe_files(paths: Sequence[Path]) -> list[Path]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,8 @@ class Dataset:
     databases: tuple[Path, ...]
     records: int
     unmatched: int  # measured buckets that no given recipe defines
+    # records dropped per kernel: they ran a variant the recipes no longer compile
+    stale: tuple[tuple[str, int], ...] = ()
 
 
 def load(dbs: Sequence[Path], recipes: Sequence[Path], env: Environment) -> Dataset:
@@ -37,9 +39,12 @@ def load(dbs: Sequence[Path], recipes: Sequence[Path], env: Environment) -> Data
     catalog = Catalog(recipes)
     found: list[tuple[Group, Resolved]] = []
     unmatched = records = 0
+    stale: Counter[str] = Counter()
     for db in dbs:
         recs = list(read_records(db))
         records += len(recs)
+        recs, dropped = catalog.current(recs)
+        stale.update(dropped)
         for g in groups(recs, db.name):
             r = catalog.resolve(g)
             if r is None:
@@ -68,4 +73,4 @@ def load(dbs: Sequence[Path], recipes: Sequence[Path], env: Environment) -> Data
         heur = tuple(ranked + [c.id for c in rw.configs if c.id not in ranked])
         names.setdefault(g.source, f"{g.kernel} ({g.source[:8]})")
         examples.append(Example(g, g.source, names[g.source], rw, times, heur))
-    return Dataset(tuple(examples), tuple(dbs), records, unmatched)
+    return Dataset(tuple(examples), tuple(dbs), records, unmatched, tuple(sorted(stale.items())))

@@ -73,6 +73,8 @@ def provenance(ds: Dataset) -> dict[str, object]:
         "rows": sum(len(e.times) for e in ds.examples),
         "kernels": sorted({e.label for e in ds.examples}),
         "unmatched_buckets": ds.unmatched,
+        # records of variants the recipes no longer compile for their config, per kernel
+        "stale_records": dict(ds.stale),
         "features": list(NAMES),
         "params": {"rounds": ROUNDS, **{k: v for k, v in PARAMS.items() if k != "label_gain"}},
     }
