@@ -14,7 +14,7 @@ from loader.format import encode
 from . import __version__
 from .compile import Compiled
 from .kernel_env import fixed_for
-from .plan import Config, Plan, Variant
+from .plan import Config, Instance, Plan, Variant
 from .plan_checks import call_dependent
 from .product import Contribution
 from .recipe import KernelRecipe, Recipe
@@ -74,6 +74,13 @@ def variant_id(config_id: str, spec_label: str, derived: tuple[tuple[str, Any], 
     specialization, and the derived values (only where there are any)."""
     what = spec_label + "".join(f" {n}={x!r}" for n, x in derived)
     return f"{config_id}-{hashlib.sha256(what.encode()).hexdigest()[:6]}"
+
+
+def variant_ids(inst: Instance, config: Config) -> frozenset[str]:
+    """The ids of every variant ``inst`` compiles ``config`` to: what a tuning record's
+    ``extra.variant`` names when it ran one of them."""
+    return frozenset(variant_id(config.id, v.spec.label, v.derived)
+                     for v in inst.variants((config,)))  # fmt: skip
 
 
 def entry_name(cubin: bytes) -> str:

@@ -46,7 +46,10 @@ class FakeWorker:
         if msg["op"] == "baseline":
             return {"ok": True, "ms": 1.0, "samples": [1.0]}
         (inst,) = msg["spec"]["instances"]
-        v = inst["variants"][0]
+        # The variant a real worker runs: the most specialized one valid for the call
+        # (the choice lists them most specialized first; these tests' calls fit them all).
+        first = inst["choices"][0]["variants"][0]
+        v = next(x for x in inst["variants"] if x["id"] == first)
         values = {**v["meta"], "num_warps": v["num_warps"], "num_stages": v["num_stages"]}
         key = (values["BLOCK"], values["num_warps"])
         if key in self.fault:

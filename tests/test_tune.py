@@ -213,6 +213,36 @@ def test_rebuild_resumes_and_measures_nothing_again(recipe_dir: Path, tmp_path: 
     assert a.bundle.read_bytes() == b.bundle.read_bytes()
 
 
+def test_a_measurement_of_a_variant_no_longer_compiled_is_taken_again(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A record's key names the config, not the variant that ran it: after a change of
+    specializations, the database holds the old variants' times under config ids still
+    planned. Those are measured again (once), never reused as today's variants' times."""
+    a = tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
+    db = Path(str(a.bundle).replace(".aotc", ".tunedb.jsonl"))
+    recipe = recipe_dir / "tune.toml"
+    specs = 'specializations = [{ "*" = 16, n = 0, x_ptr = 0 }]  # x_ptr no longer aligned\n'
+    recipe.write_text(recipe.read_text().replace("[kernel.space]", specs + "[kernel.space]"))
+
+    def rebuild(worker: FakeWorker, out: str):  # type: ignore[no-untyped-def]
+        opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: worker)
+        return build(recipe, tmp_path / out, env_for(tmp_path / "cache"), tmp_path, opts)
+
+    before = {r.key: r.extra["variant"] for r in read(db) if r.kind == "bench"}
+    again = FakeWorker()
+    b = rebuild(again, "b.aotc")
+    benches = [r for r in again.requests if r["op"] == "bench"]
+    assert benches, "the old variants' times were reused"
+    assert b.tuning is not None and b.tuning.benchmarks == len(benches)
+    after = {r.key: r.extra["variant"] for r in read(db) if r.kind == "bench"}
+    assert any(after[k] != v for k, v in before.items() if k in after)  # replaced, same key
+    third = FakeWorker()
+    c = rebuild(third, "c.aotc")
+    assert [r for r in third.requests if r["op"] == "bench"] == []  # the new records serve
+    assert b.bundle.read_bytes() == c.bundle.read_bytes()
+
+
 def test_interrupted_build_resumes_without_repeating_work(recipe_dir: Path, tmp_path: Path) -> None:
     full = FakeWorker()
     tune_build(recipe_dir, tmp_path / "full", full)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import AotcError, UsageError
-from ..pack import variant_id
+from ..pack import variant_ids
 from ..plan import Config, Instance, Plan, make_plan
 from ..recipe import load
 from ..targets import GPU
@@ -175,12 +175,6 @@ class Catalog:
             else:
                 dropped[r.kernel] += 1
         return kept, dropped
-
-
-def variant_ids(inst: Instance, config: Config) -> frozenset[str]:
-    """The ids of every variant ``inst`` compiles ``config`` to, as records name them."""
-    return frozenset(variant_id(config.id, v.spec.label, v.derived)
-                     for v in inst.variants((config,)))  # fmt: skip
 
 
 def _recipe_files(paths: Sequence[Path]) -> list[Path]:

@@ -18,7 +18,7 @@ from loader import manifest as mf
 from ..compile import Compiled, CompilePool
 from ..dtypes import KERNEL_TOLERANCE
 from ..kernel_env import env_at, fixed_for, sizes_at
-from ..pack import kernel_record, variant_record
+from ..pack import kernel_record, variant_ids, variant_record
 from ..plan import Config, Instance, Plan
 from .db import Record, TuningDB
 from .decide import BASELINE, BASELINE_CONFIG, BENCH, FINAL, VERIFY, off_bucket, problem
@@ -74,6 +74,16 @@ class Measurer:
             ok=False,
             values=values or {},
         )
+
+    @staticmethod
+    def _current(known: Record, inst: Instance, config: Config) -> bool:
+        """Whether a stored measurement is of a variant the recipe still compiles for the
+        config. Its key names the config, not the variant that ran, so after a change of
+        ``specializations`` a database holds the old variants' times under config ids still
+        planned (a stride specialised since runs several times faster): those are measured
+        again, and the new record replaces the old."""
+        ran = known.extra.get("variant")
+        return ran is None or ran in variant_ids(inst, config)
 
     def _gpu_for(self, inst: Instance) -> GpuInfo:
         return next(g for g in self.gpus if matches(inst.target, g))
@@ -148,7 +158,7 @@ class Measurer:
         """(median ms or None if it failed, whether the GPU was used)."""
         probe = self._record(inst, bucket, config.id, kind, round_, config.values())
         known = self.db.get(probe)
-        if known is not None:
+        if known is not None and self._current(known, inst, config):
             with self._lock:
                 self.resumed += 1
             return (known.ms if known.ok else None), True
