@@ -1,15 +1,15 @@
-"""The environment for a benchmark's fresh processes, so that Python code is imported the way
-a deployed service imports it: from compiled bytecode, which ``pip install`` writes, not
-compiled from source in every process (what happens where PYTHONDONTWRITEBYTECODE is set,
-as on our GPU machines: about 50 ms for the loader's modules on our CPU machine). Both
-sides of a comparison get it: aotc's loader and the JIT path's torch and triton.
+"""Bytecode for a benchmark's fresh processes, so that they import this repository's Python
+the way a deployed service imports an installed package: from compiled bytecode (pip writes
+it at install), not compiled from source in every process, which is what happens where
+PYTHONDONTWRITEBYTECODE is set, as on our GPU machines (about 50 ms for the loader's
+modules on our CPU machine). Installed packages (torch, triton) already have theirs, and
+both sides of a comparison read them as before.
 
-    env = bytecode_env(tmp)   # bytecode under tmp/pycache, written by one warm-up import
+    compile_bytecode(ROOT / "loader", ROOT / "recipes" / "decode")
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def bytecode_env(tmp: Path, imports: str = "torch, triton, loader") -> dict[str, str]:
-    """os.environ with bytecode written to and read from ``tmp/pycache``, the repository on
-    PYTHONPATH, and ``imports`` imported once in a child so that the bytecode exists."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    subprocess.run([sys.executable, "-c", f"import {imports}"], env=env, check=True,
-                   capture_output=True, timeout=600)  # fmt: skip
-    return env
+def compile_bytecode(*folders: Path) -> None:
+    """Write the bytecode of ``folders``' Python files into their ``__pycache__`` (which
+    ``compileall`` does whatever PYTHONDONTWRITEBYTECODE says, and imports then read)."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, folders)],
+                   check=True, capture_output=True, timeout=600)  # fmt: skip

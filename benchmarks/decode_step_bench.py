@@ -18,8 +18,9 @@ Run on a GPU machine from the repository root, with a bundle built from recipes/
    the experts.
 2. Time to ready (``--ready``): a fresh process imports the loader, opens the bundle,
    binds the weights, captures all ten buckets' graphs (``warmup()``) and runs the first
-   step at T=1, synchronised; the weights are made first, untimed. Its Python imports
-   read bytecode written beforehand, as a pip-installed service's do (bytecode_env.py).
+   step at T=1, synchronised; the weights are made first, untimed. The loader and the
+   recipe's Python are compiled to bytecode beforehand, as pip does at install
+   (bytecode_env.py).
 3. The same for torch.compile (``--compile-ready SIZES``): a fresh process compiles
    ``eager_step`` (max-autotune, ``dynamic=False``) and runs its first step at each size,
    synchronised, twice: with empty Inductor and Triton caches (cold), then again in a new
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -138,14 +140,13 @@ def ready_child(bundle: str) -> None:
 
 
 def ready(args: argparse.Namespace, out: dict[str, Any]) -> None:
-    from bytecode_env import bytecode_env
+    from bytecode_env import compile_bytecode
 
+    compile_bytecode(ROOT / "loader", ROOT / "recipes" / "decode")  # as installed
     runs = []
-    with tempfile.TemporaryDirectory(prefix="decode-ready-") as tmp:
-        env = bytecode_env(Path(tmp), "torch, loader")
-        for _ in range(args.ready_runs):
-            runs.append(child_result(["--child", "--bundle", args.bundle], env))
-            log(json.dumps(runs[-1]))
+    for _ in range(args.ready_runs):
+        runs.append(child_result(["--child", "--bundle", args.bundle], dict(os.environ)))
+        log(json.dumps(runs[-1]))
     out["ready"] = runs
     save(args, out)
 
@@ -184,11 +185,12 @@ def compile_ready_child(sizes: list[int]) -> None:
 
 
 def compile_ready(args: argparse.Namespace, out: dict[str, Any]) -> None:
-    from bytecode_env import bytecode_env
+    from bytecode_env import compile_bytecode
 
+    compile_bytecode(ROOT / "recipes" / "decode")  # as installed
     runs = {}
     with tempfile.TemporaryDirectory(prefix="decode-compile-ready-") as tmp:
-        env = {**bytecode_env(Path(tmp), "torch"), "TORCHINDUCTOR_CACHE_DIR": f"{tmp}/inductor",
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": f"{tmp}/inductor",
                "TRITON_CACHE_DIR": f"{tmp}/triton"}  # fmt: skip
         for cache in ("cold", "warm"):  # the second process finds the first's caches
             sizes = ",".join(map(str, args.compile_ready))
