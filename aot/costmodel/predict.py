@@ -6,13 +6,14 @@ picks are being checked on GPUs; the default stays the analytical heuristic, so 
 of recipes that do not ask are unchanged byte for byte.
 
 Scoring a bucket needs every candidate's compiled facts (registers, spills, shared
-memory), so the first bucket of an instance compiles the generic variant of each of its
-candidates (through the compile cache, which the build's selection then reads back). The
-bucket's choices are its candidates in the model's order, those that compile without
-spilling first: a spilling config is shipped only when every candidate spills. Where the
-model cannot be used (lightgbm missing, a model file this aotc cannot read, no candidate
-compiling), the heuristic's order is used and the reason is recorded in how the bucket
-was chosen.
+memory), so the first bucket of an instance compiles, for each of its candidates, the
+variant a call there normally runs: the most specialized one, or the generic one where
+that fails (``table.py``; through the compile cache, which the build's selection then
+reads back). The bucket's choices are its candidates in the model's order, those that
+compile without spilling first: a spilling config is shipped only when every candidate
+spills. Where the model cannot be used (lightgbm missing, a model file this aotc cannot
+read, no candidate compiling), the heuristic's order is used and the reason is recorded
+in how the bucket was chosen.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..env import Environment
 from ..plan import Config, Instance, Plan, Variant
 from ..select import HEURISTIC, Chooser, Pick
 from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
-from .table import compile_for, rows, variant_for
+from .table import compile_for, compiled_for, rows
 
 COST_MODEL = "cost-model"
 PREDICTED = f"predicted (cost model v{VERSION})"
@@ -113,6 +114,7 @@ def tuning_order(
         model = shipped()
     except CostModelUnavailable:
         return None
-    configs = inst.candidates(bucket)
-    compiled = {v: result(v) for v in {variant_for(inst, c, bucket) for c in configs}}
+    compiled: dict[Variant, Compiled] = {}
+    for c in inst.candidates(bucket):
+        compiled.update(compiled_for(inst, c, bucket, result))
     return ordered(model, inst, bucket, compiled, spills_last=False) or None
