@@ -105,9 +105,8 @@ def tuning_order(
 ) -> list[Config] | None:
     """For the tuner: the bucket's candidates that compiled, in the model's order, or None
     where the model cannot be used (the tuner keeps the heuristic's order). Spilling
-    candidates are not demoted here: the GPU measures them, and on the H200 the fastest
-    config spilled in most matmul buckets (benchmarks/RESULTS.md, issue 19). ``result``
-    waits for a variant's compile."""
+    candidates are not demoted here: the GPU measures them, and what it measures decides.
+    ``result`` compiles a variant, or waits for its compile."""
     if not wants(inst):
         return None
     try:
