@@ -18,8 +18,9 @@
 The training kernels' databases (benchmarks/data/h200-training/*.tunedb.jsonl.gz, measured
 densely by benchmarks/run_training_on_gpu.sh) join both the training and the held-out
 sets when they are there; leave-one-kernel-out holds each of them out in turn like any
-other kernel. Compiles every timed config once (about 1000 variants without them,
-through the compile cache: AOTC_CACHE_DIR); needs lightgbm. No GPU.
+other kernel. Compiles every timed config's variant that calls at its bucket run (the most
+specialized one; the generic one where that fails) once: about 1200 variants without them,
+through the compile cache (AOTC_CACHE_DIR); needs lightgbm. No GPU.
 """
 
 from __future__ import annotations

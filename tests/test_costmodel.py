@@ -143,6 +143,104 @@ num_stages = [1]
     assert not stacks[(1024, 4)].spills
 
 
+SPECIALIZED = """format = 1
+[bundle]
+name = "spill"
+version = "1"
+targets = ["H100"]
+[[kernel]]
+name = "softmax"
+source = "softmax.py:softmax_kernel"
+grid = "132"
+signature = { x_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }
+buckets = { n = [16384] }
+specializations = [{ "*" = 16 }]
+[kernel.space]
+BLOCK = [1024, 16384]
+num_warps = [1, 4]
+num_stages = [1]
+"""
+
+
+def _specialized(tmp_path: Path):  # type: ignore[no-untyped-def]
+    from aot.plan import make_plan
+    from aot.recipe import load
+
+    (tmp_path / "softmax.py").write_text(SOFTMAX)
+    (tmp_path / "r.toml").write_text(SPECIALIZED)
+    plan = make_plan(load(tmp_path / "r.toml"))
+    (inst,) = plan.instances
+    (bucket,) = inst.buckets
+    configs = {(c.values()["BLOCK"], c.num_warps): c for c in inst.candidates(bucket)}
+    return plan, inst, bucket, configs
+
+
+def test_a_rows_facts_come_from_the_variant_a_call_runs_not_the_generic_one(
+    tmp_path: Path,
+) -> None:
+    """Calls run a config's most specialized variant (the tuner timed that one), whose
+    cubin can differ much from the generic one's: the grouped GEMM of the decode step
+    spilled in every generic cubin and in none of the specialized ones that ran. The
+    row's facts, and its spill flag, are the specialized variant's; the generic one's
+    only where that failed to compile or fit; no row where both did."""
+    from dataclasses import replace
+
+    from aot.compile import Compiled
+    from aot.costmodel.table import compile_for, facts_of, generic_for, rows, variant_for
+    from aot.plan import GENERIC
+
+    plan, inst, bucket, configs = _specialized(tmp_path)
+    fine, spilling = configs[(1024, 4)], configs[(16384, 1)]
+    v, g = variant_for(inst, fine, bucket), generic_for(inst, fine, bucket)
+    assert v.spec == inst.specs[0] != GENERIC and g.spec == GENERIC
+    compiled = compile_for(plan, [(inst, fine, bucket), (inst, spilling, bucket)],
+                           env_for(tmp_path / "cache"))  # fmt: skip
+    assert v in compiled and g not in compiled  # the generic one only where v fails
+    spill, clean = compiled[variant_for(inst, spilling, bucket)], compiled[v]
+    assert (f := facts_of(spill)) is not None and f.spills
+    assert (f := facts_of(clean)) is not None and not f.spills
+    h200 = resolve("H200")
+    # Which cubin the row reads: the specialized key's, whatever the generic one holds.
+    swapped = {v: replace(spill, variant=v), g: replace(clean, variant=g)}
+    assert rows(inst, bucket, h200, [fine], swapped).spills == (True,)
+    failed = {v: Compiled(v, False, reason="does not fit"), g: replace(spill, variant=g)}
+    assert rows(inst, bucket, h200, [fine], failed).spills == (True,)
+    failed[g] = Compiled(g, False, reason="does not fit")
+    assert rows(inst, bucket, h200, [fine], failed).configs == ()
+
+
+def test_the_generic_variant_is_compiled_for_features_only_where_the_specialized_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The build's features (``compile_for``) and the tuner's order (``compiled_for``)
+    compile the specialized variant, then the generic one only for a config whose
+    specialized variant failed."""
+    from aot.compile import Compiled
+    from aot.costmodel import table
+    from aot.plan import GENERIC
+
+    plan, inst, bucket, configs = _specialized(tmp_path)
+    batches: list[list[object]] = []
+
+    def compile_variants(plan, variants, **_):  # type: ignore[no-untyped-def]
+        batches.append([v.spec for _, v in variants])
+        return {v: Compiled(v, v.spec == GENERIC, reason="does not fit") for _, v in variants}
+
+    monkeypatch.setattr(table, "compile_variants", compile_variants)
+    fine = configs[(1024, 4)]
+    out = table.compile_for(plan, [(inst, fine, bucket)], env_for(tmp_path / "cache"))
+    assert batches == [[inst.specs[0]], [GENERIC]]
+    assert [r.ok for r in out.values()] == [False, True]
+    asked: list[object] = []
+
+    def result(v):  # type: ignore[no-untyped-def]
+        asked.append(v.spec)
+        return Compiled(v, v.spec != GENERIC)
+
+    table.compiled_for(inst, fine, bucket, result)
+    assert asked == [inst.specs[0]]  # compiled: the generic one is not needed
+
+
 # -- the model -------------------------------------------------------------------------
 
 

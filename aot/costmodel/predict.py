@@ -6,13 +6,14 @@ picks are being checked on GPUs; the default stays the analytical heuristic, so 
 of recipes that do not ask are unchanged byte for byte.
 
 Scoring a bucket needs every candidate's compiled facts (registers, spills, shared
-memory), so the first bucket of an instance compiles the generic variant of each of its
-candidates (through the compile cache, which the build's selection then reads back). The
-bucket's choices are its candidates in the model's order, those that compile without
-spilling first: a spilling config is shipped only when every candidate spills. Where the
-model cannot be used (lightgbm missing, a model file this aotc cannot read, no candidate
-compiling), the heuristic's order is used and the reason is recorded in how the bucket
-was chosen.
+memory), so the first bucket of an instance compiles, for each of its candidates, the
+variant a call there normally runs: the most specialized one, or the generic one where
+that fails (``table.py``; through the compile cache, which the build's selection then
+reads back). The bucket's choices are its candidates in the model's order, those that
+compile without spilling first: a spilling config is shipped only when every candidate
+spills. Where the model cannot be used (lightgbm missing, a model file this aotc cannot
+read, no candidate compiling), the heuristic's order is used and the reason is recorded
+in how the bucket was chosen.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..env import Environment
 from ..plan import Config, Instance, Plan, Variant
 from ..select import HEURISTIC, Chooser, Pick
 from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
-from .table import compile_for, rows, variant_for
+from .table import compile_for, compiled_for, rows
 
 COST_MODEL = "cost-model"
 PREDICTED = f"predicted (cost model v{VERSION})"
@@ -104,15 +105,15 @@ def tuning_order(
 ) -> list[Config] | None:
     """For the tuner: the bucket's candidates that compiled, in the model's order, or None
     where the model cannot be used (the tuner keeps the heuristic's order). Spilling
-    candidates are not demoted here: the GPU measures them, and on the H200 the fastest
-    config spilled in most matmul buckets (benchmarks/RESULTS.md, issue 19). ``result``
-    waits for a variant's compile."""
+    candidates are not demoted here: the GPU measures them, and what it measures decides.
+    ``result`` compiles a variant, or waits for its compile."""
     if not wants(inst):
         return None
     try:
         model = shipped()
     except CostModelUnavailable:
         return None
-    configs = inst.candidates(bucket)
-    compiled = {v: result(v) for v in {variant_for(inst, c, bucket) for c in configs}}
+    compiled: dict[Variant, Compiled] = {}
+    for c in inst.candidates(bucket):
+        compiled.update(compiled_for(inst, c, bucket, result))
     return ordered(model, inst, bucket, compiled, spills_last=False) or None

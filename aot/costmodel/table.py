@@ -1,15 +1,22 @@
 """Feature rows for buckets: compile what the features need (through the compile cache),
 read each variant's facts, and lay out one row per candidate config.
 
-The variant whose facts describe a config at a bucket is the generic one (it assumes
-nothing of the arguments, so every call can run it) with the derived values the bucket
-takes (``@triton.heuristics`` rules): the one the build's selection checks too. A config
-whose variant failed to compile or does not fit has no row: it cannot be shipped.
+The variant whose facts describe a config at a bucket is the one a call there normally
+runs: the config's most specialized variant (the recipe's first ``specializations``
+entry; the loader dispatches to the most specialized variant a call satisfies, and the
+tuner measures that one) with the derived values the bucket takes (``@triton.heuristics``
+rules). Its facts can differ much from the generic variant's: without divisibility
+assumptions the address arithmetic is 64-bit, and a config that does not spill when
+specialized may spill when generic. Where the specialized variant failed to compile or
+does not fit, the generic one's facts are used (the build ships it for such a call);
+a config whose generic variant fails too has no row. Whether a config can be shipped at
+all stays the build's selection's call (``aot/select.py``: its generic variants must
+compile and fit).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..cache import CompileCache
@@ -30,20 +37,32 @@ class Rows:
     spills: tuple[bool, ...]
 
 
-def variant_for(inst: Instance, config: Config, bucket: tuple[int, ...]) -> Variant:
-    """The generic variant of ``config`` that serves ``bucket``."""
-    generic = [v for v in inst.variants((config,)) if v.spec == GENERIC]
-    if len(generic) > 1:
+def _serving(inst: Instance, config: Config, bucket: tuple[int, ...]) -> list[Variant]:
+    """The config's variants with the derived values ``bucket`` takes (all of them when
+    the kernel derives nothing, or the bucket's values cannot be worked out), most
+    specialized first."""
+    every = list(inst.variants((config,)))
+    if len({v.derived for v in every}) > 1:
         point = dict(zip(inst.kernel.buckets, bucket, strict=True))
         try:
             combo = derived_at(inst.kernel, env_at(inst.kernel, point, config,
                                                    binding=dict(inst.dtypes)))  # fmt: skip
         except EnvError:
-            combo = ()
-        for v in generic:
-            if v.derived == combo:
-                return v
-    return generic[0]
+            combo = every[0].derived
+        at = [v for v in every if v.derived == combo]
+        return at or [v for v in every if v.derived == every[0].derived]
+    return every
+
+
+def variant_for(inst: Instance, config: Config, bucket: tuple[int, ...]) -> Variant:
+    """The variant of ``config`` a call at ``bucket`` normally runs: the most specialized
+    one, with the bucket's derived values."""
+    return _serving(inst, config, bucket)[0]
+
+
+def generic_for(inst: Instance, config: Config, bucket: tuple[int, ...]) -> Variant:
+    """The generic variant of ``config`` that serves ``bucket``: the facts' fallback."""
+    return next(v for v in _serving(inst, config, bucket) if v.spec == GENERIC)
 
 
 def facts_of(c: Compiled) -> Facts | None:
@@ -52,19 +71,55 @@ def facts_of(c: Compiled) -> Facts | None:
     return Facts(regs=c.regs, shared=c.shared, local=local_bytes(c.cubin, c.function))
 
 
+def compiled_for(
+    inst: Instance, config: Config, bucket: tuple[int, ...], result: Callable[[Variant], Compiled]
+) -> dict[Variant, Compiled]:
+    """What ``rows`` reads for ``config`` at ``bucket``, from ``result`` (which compiles,
+    or waits for, one variant): the most specialized variant, and the generic one only
+    where that failed."""
+    v = variant_for(inst, config, bucket)
+    out = {v: result(v)}
+    if not out[v].ok and v.spec != GENERIC:
+        g = generic_for(inst, config, bucket)
+        out[g] = result(g)
+    return out
+
+
 def compile_for(
     plan: Plan,
     wanted: Iterable[tuple[Instance, Config, tuple[int, ...]]],
     env: Environment,
 ) -> dict[Variant, Compiled]:
-    """Compile the variants the features of ``wanted`` need (cached ones are read back)."""
-    jobs: dict[Variant, Instance] = {}
+    """Compile the variants the features of ``wanted`` need (cached ones are read back):
+    each one's most specialized variant, then the generic ones of those that failed."""
+    wanted = list(wanted)
+    cache = CompileCache(env.cache_dir)
+
+    def run(jobs: dict[Variant, Instance]) -> dict[Variant, Compiled]:
+        return compile_variants(plan, [(i, v) for v, i in jobs.items()], cache=cache,
+                                jobs=env.jobs, progress=env.progress)  # fmt: skip
+
+    first: dict[Variant, Instance] = {}
     for inst, config, bucket in wanted:
-        jobs.setdefault(variant_for(inst, config, bucket), inst)
-    return compile_variants(
-        plan, [(i, v) for v, i in jobs.items()], cache=CompileCache(env.cache_dir),
-        jobs=env.jobs, progress=env.progress,
-    )  # fmt: skip
+        first.setdefault(variant_for(inst, config, bucket), inst)
+    out = run(first)
+    again: dict[Variant, Instance] = {}
+    for inst, config, bucket in wanted:
+        v = variant_for(inst, config, bucket)
+        if not out[v].ok and v.spec != GENERIC:
+            again.setdefault(generic_for(inst, config, bucket), inst)
+    return {**out, **run(again)} if again else out
+
+
+def _facts(
+    inst: Instance, config: Config, bucket: tuple[int, ...], compiled: Mapping[Variant, Compiled]
+) -> Facts | None:
+    for v in (variant_for(inst, config, bucket), generic_for(inst, config, bucket)):
+        result = compiled.get(v)
+        f = facts_of(result) if result is not None else None
+        if f is not None:
+            return f
+    return None
 
 
 def rows(
@@ -74,12 +129,12 @@ def rows(
     configs: Sequence[Config],
     compiled: Mapping[Variant, Compiled],
 ) -> Rows:
-    """Feature rows for ``configs`` at ``bucket`` on ``gpu`` (those that compiled)."""
+    """Feature rows for ``configs`` at ``bucket`` on ``gpu`` (those that compiled): each
+    from its most specialized variant, or its generic one where that failed."""
     kept: list[Config] = []
     facts: list[Facts] = []
     for c in configs:
-        result = compiled.get(variant_for(inst, c, bucket))
-        f = facts_of(result) if result is not None else None
+        f = _facts(inst, c, bucket, compiled)
         if f is not None:
             kept.append(c)
             facts.append(f)
