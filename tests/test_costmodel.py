@@ -95,19 +95,8 @@ def softmax_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 """
 
 
-def test_spills_are_read_from_real_cubins_as_cuobjdump_reports_them(tmp_path: Path) -> None:
-    """A row of 16,384 values held by one warp (512 per thread) must spill; 1,024 held by
-    four warps must not. The stack frame read from the cubin is what NVIDIA's cuobjdump
-    reports."""
-    import subprocess
-
-    from aot.costmodel.table import compile_for, facts_of, variant_for
-    from aot.plan import make_plan
-    from aot.recipe import load
-    from tests.test_compile import cuobjdump
-
-    (tmp_path / "softmax.py").write_text(SOFTMAX)
-    (tmp_path / "r.toml").write_text("""format = 1
+# a softmax whose 16k-wide block spills with one warp
+SPILL_RECIPE = """format = 1
 [bundle]
 name = "spill"
 version = "1"
@@ -122,7 +111,22 @@ buckets = { n = [16384] }
 BLOCK = [1024, 16384]
 num_warps = [1, 4]
 num_stages = [1]
-""")
+"""
+
+
+def test_spills_are_read_from_real_cubins_as_cuobjdump_reports_them(tmp_path: Path) -> None:
+    """A row of 16,384 values held by one warp (512 per thread) must spill; 1,024 held by
+    four warps must not. The stack frame read from the cubin is what NVIDIA's cuobjdump
+    reports."""
+    import subprocess
+
+    from aot.costmodel.table import compile_for, facts_of, variant_for
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from tests.test_compile import cuobjdump
+
+    (tmp_path / "softmax.py").write_text(SOFTMAX)
+    (tmp_path / "r.toml").write_text(SPILL_RECIPE)
     plan = make_plan(load(tmp_path / "r.toml"))
     (inst,) = plan.instances
     (bucket,) = inst.buckets
@@ -143,23 +147,10 @@ num_stages = [1]
     assert not stacks[(1024, 4)].spills
 
 
-SPECIALIZED = """format = 1
-[bundle]
-name = "spill"
-version = "1"
-targets = ["H100"]
-[[kernel]]
-name = "softmax"
-source = "softmax.py:softmax_kernel"
-grid = "132"
-signature = { x_ptr = "*fp32", out_ptr = "*fp32", n = "i32" }
-buckets = { n = [16384] }
-specializations = [{ "*" = 16 }]
-[kernel.space]
-BLOCK = [1024, 16384]
-num_warps = [1, 4]
-num_stages = [1]
-"""
+# the same with every argument specialized: its variants are "all %16" and generic
+SPECIALIZED = SPILL_RECIPE.replace(
+    "[kernel.space]", 'specializations = [{ "*" = 16 }]\n[kernel.space]'
+)
 
 
 def _specialized(tmp_path: Path):  # type: ignore[no-untyped-def]
