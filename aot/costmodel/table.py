@@ -54,15 +54,22 @@ def _serving(inst: Instance, config: Config, bucket: tuple[int, ...]) -> list[Va
     return every
 
 
+def variants_for(
+    inst: Instance, config: Config, bucket: tuple[int, ...]
+) -> tuple[Variant, Variant]:
+    """The variant of ``config`` a call at ``bucket`` normally runs (the most specialized
+    one, with the bucket's derived values) and the generic one that serves ``bucket``
+    (the facts' fallback); one and the same where nothing is specialized."""
+    serving = _serving(inst, config, bucket)
+    return serving[0], next(v for v in serving if v.spec == GENERIC)
+
+
 def variant_for(inst: Instance, config: Config, bucket: tuple[int, ...]) -> Variant:
-    """The variant of ``config`` a call at ``bucket`` normally runs: the most specialized
-    one, with the bucket's derived values."""
-    return _serving(inst, config, bucket)[0]
+    return variants_for(inst, config, bucket)[0]
 
 
 def generic_for(inst: Instance, config: Config, bucket: tuple[int, ...]) -> Variant:
-    """The generic variant of ``config`` that serves ``bucket``: the facts' fallback."""
-    return next(v for v in _serving(inst, config, bucket) if v.spec == GENERIC)
+    return variants_for(inst, config, bucket)[1]
 
 
 def facts_of(c: Compiled) -> Facts | None:
@@ -77,10 +84,9 @@ def compiled_for(
     """What ``rows`` reads for ``config`` at ``bucket``, from ``result`` (which compiles,
     or waits for, one variant): the most specialized variant, and the generic one only
     where that failed."""
-    v = variant_for(inst, config, bucket)
+    v, g = variants_for(inst, config, bucket)
     out = {v: result(v)}
-    if not out[v].ok and v.spec != GENERIC:
-        g = generic_for(inst, config, bucket)
+    if not out[v].ok and v != g:
         out[g] = result(g)
     return out
 
@@ -92,7 +98,7 @@ def compile_for(
 ) -> dict[Variant, Compiled]:
     """Compile the variants the features of ``wanted`` need (cached ones are read back):
     each one's most specialized variant, then the generic ones of those that failed."""
-    wanted = list(wanted)
+    pairs = [(inst, *variants_for(inst, config, bucket)) for inst, config, bucket in wanted]
     cache = CompileCache(env.cache_dir)
 
     def run(jobs: dict[Variant, Instance]) -> dict[Variant, Compiled]:
@@ -100,21 +106,20 @@ def compile_for(
                                 jobs=env.jobs, progress=env.progress)  # fmt: skip
 
     first: dict[Variant, Instance] = {}
-    for inst, config, bucket in wanted:
-        first.setdefault(variant_for(inst, config, bucket), inst)
+    for inst, v, _ in pairs:
+        first.setdefault(v, inst)
     out = run(first)
     again: dict[Variant, Instance] = {}
-    for inst, config, bucket in wanted:
-        v = variant_for(inst, config, bucket)
-        if not out[v].ok and v.spec != GENERIC:
-            again.setdefault(generic_for(inst, config, bucket), inst)
+    for inst, v, g in pairs:
+        if not out[v].ok and v != g:
+            again.setdefault(g, inst)
     return {**out, **run(again)} if again else out
 
 
 def _facts(
     inst: Instance, config: Config, bucket: tuple[int, ...], compiled: Mapping[Variant, Compiled]
 ) -> Facts | None:
-    for v in (variant_for(inst, config, bucket), generic_for(inst, config, bucket)):
+    for v in variants_for(inst, config, bucket):
         result = compiled.get(v)
         f = facts_of(result) if result is not None else None
         if f is not None:
