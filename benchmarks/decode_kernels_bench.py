@@ -13,7 +13,7 @@ calls, PyTorch's dispatch); attention also without them (below).
 1. Attention (Llama-3-8B heads: 32 query heads on 8 KV heads, head dim 128, fp16, blocks of
    16 tokens), per (sequences, context), every sequence at the same context, at the
    buckets' bounds (1 to 256 sequences; 1k, 4k and 32k tokens). aotc: the bundle's plain
-   ``paged_decode`` and, up to 8 sequences, its split-KV pair (``paged_decode_split`` then
+   ``paged_decode`` and, up to 16 sequences, its split-KV pair (``paged_decode_split`` then
    ``paged_decode_reduce``); the decode step runs the pair up to 4 tokens. The baseline:
    SDPA with the flash backend on the same K/V laid out contiguously (each KV head's query
    heads as its query rows, so no K/V is repeated; the other backends disabled once, up
@@ -52,7 +52,7 @@ from benchmarks.jit_common import bench, load  # noqa: E402
 DECODE = ROOT / "recipes" / "decode"
 ref = load(DECODE, "reference")
 calls = load(DECODE, "calls")
-HQ, HKV, HEAD_DIM, BLOCK_SIZE, SPLITS = 32, 8, 128, 16, 16
+HQ, HKV, HEAD_DIM, BLOCK_SIZE, SPLITS = 32, 8, 128, 16, 32
 EXPERTS, TOP_K, HIDDEN, FFN, ALIGN = 8, 2, 4096, 14336, 64
 SEQS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 CONTEXTS = [1024, 4096, 32768]
@@ -103,7 +103,7 @@ def attention_row(bundle: Any, seqs: int, ctx: int, copy_gbs: float) -> dict[str
 
     expected = sdpa().reshape(out.shape)
     row: dict[str, Any] = {"seqs": seqs, "context": ctx}
-    paths = {"plain": plain, **({"split": split} if seqs <= 8 else {})}
+    paths = {"plain": plain, **({"split": split} if seqs <= 16 else {})}
     for name, fn in paths.items():
         out.fill_(float("nan"))
         fn()

@@ -121,13 +121,13 @@ def _words(launch: Any, name: str, kernel: Any) -> int:
     return int(launch.params[[p.name for p in kernel.params].index(name)])
 
 
-@pytest.mark.parametrize("t", [1, 3, 4, 5, 300])
+@pytest.mark.parametrize("t", [1, 3, 4, 5, 16, 17, 300])
 def test_decode_step_pads_rows_so_that_padding_neither_writes_nor_reads_the_cache(
     fake: FakeLib, bundle: Path, t: int
 ) -> None:
     """A call of t tokens runs the bucket above: the step's kernels launch over the
     bucket's rows, whose slots past t are -1 (no cache write) and context lengths 0
-    (nothing read); attention is split-KV up to 4 tokens (16 ranges per KV head, then the
+    (nothing read); attention is split-KV up to 16 tokens (32 ranges per KV head, then the
     reduce over the 32 query heads), one program per sequence and KV head above; the KV
     heads come from the cache's shape, the MoE GEMMs' M-blocks from the pairs aligned to
     64 rows and the BLOCK_M each was built with."""
@@ -140,14 +140,14 @@ def test_decode_step_pads_rows_so_that_padding_neither_writes_nor_reads_the_cach
     step(*ins, out)
     bucket = next(x for x in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512) if x >= t)
     launched = [fake.functions.get(launch.function, "") for launch in fake.launches]
-    split = bucket <= 4
+    split = bucket <= 16
     attend = ["paged_decode_split", "paged_decode_reduce"] if split else ["paged_decode"]
     attention = ["rmsnorm", "matmul", "rotary_cache", *attend, "matmul_residual"]
     moe = ["rmsnorm", "matmul", "topk_softmax", "moe_align", "moe_gemm", "moe_gemm", "moe_combine"]
     assert [n.split("_kernel")[0] for n in launched] == attention + moe
     rotary, paged = fake.launches[2], fake.launches[3]
     assert rotary.grid == (bucket, 48, 1)
-    assert paged.grid == ((bucket, 8, 16) if split else (bucket, 8, 1))
+    assert paged.grid == ((bucket, 8, 32) if split else (bucket, 8, 1))
     if split:
         assert fake.launches[4].grid == (bucket, 32, 1)
     tail = fake.launches[len(attention) :]

@@ -84,3 +84,24 @@ def test_a_sentinel_in_the_reference_is_matched_and_left_out_of_the_norm() -> No
     unwritten = good.clone()
     unwritten[0] = 0.0
     assert _error(torch, unwritten, ref)[0] > 1.0
+
+
+def test_inputs_and_reference_receive_the_candidates_config_where_they_take_one() -> None:
+    """Host data (tokens padded to BLOCK_SIZE_M) and expected partials (a split-KV
+    kernel's ranges of MIN_SPLIT tokens) may depend on a meta-parameter: the tuner passes
+    the candidate's config to ``inputs`` and ``reference`` that take ``config``, and calls
+    the others as before."""
+    from typing import Any
+
+    from aot.tune.worker import with_config
+
+    def takes(*args: Any, config: Any = None) -> Any:
+        return args, config
+
+    def plain(*args: Any) -> Any:
+        return args
+
+    config = {"MIN_SPLIT": 128}
+    assert with_config(takes, config)(1, 2) == ((1, 2), config)
+    assert with_config(plain, config)(1, 2) == (1, 2)
+    assert with_config(takes, None)(1) == ((1,), None)

@@ -67,7 +67,7 @@ class Worker:
         dtypes: dict[str, str],
         config: dict[str, Any] | None = None,
     ) -> list[list[Any]]:
-        make = _inputs(load_function(ref), config)
+        make = with_config(load_function(ref), config)
         # Inputs that do not depend on the config are shared by every candidate.
         mine = config if isinstance(make, functools.partial) else None
         key = repr((ref, sorted(sizes.items()), sorted(dtypes.items()), mine))
@@ -178,8 +178,8 @@ class Worker:
     def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
         k = self.kernel(msg)
-        make = _inputs(load_function(msg["inputs"]), msg.get("config"))
-        reference = load_function(msg["reference"])
+        make = with_config(load_function(msg["inputs"]), msg.get("config"))
+        reference = with_config(load_function(msg["reference"]), msg.get("config"))
         names = [p.name for p in k.params]
         # An output the author zeroes before each launch (reset_to_zero: the kernel adds
         # into it) starts at zero, one it updates in place (tune.in_place) as ``inputs``
@@ -264,12 +264,13 @@ def _bound(args: list[Any], kernel: Any, binding: dict[str, str]) -> list[Any]:
                                                                          strict=True)]  # fmt: skip
 
 
-def _inputs(make: Callable[..., Any], config: dict[str, Any] | None) -> Callable[..., Any]:
-    """The recipe's ``inputs``, given the candidate's config where it takes one (host data
-    that depends on a meta-parameter, such as tokens padded to BLOCK_SIZE_M)."""
-    if config is None or not accepted(make, {"config": config}):
-        return make
-    return functools.partial(make, config=config)
+def with_config(fn: Callable[..., Any], config: dict[str, Any] | None) -> Callable[..., Any]:
+    """The recipe's ``inputs`` or ``reference``, given the candidate's config where it takes
+    one: host data that depends on a meta-parameter (tokens padded to BLOCK_SIZE_M), or
+    partial results whose layout does (a split-KV kernel's ranges of MIN_SPLIT tokens)."""
+    if config is None or not accepted(fn, {"config": config}):
+        return fn
+    return functools.partial(fn, config=config)
 
 
 def _verify_reason(checks: list[dict[str, Any]], tol: float) -> str:

@@ -61,14 +61,14 @@ def paged_decode_reference(q, k, v, table, ctx, out, sm_scale, *rest):
 
 # -- split-KV (flash-decoding): few sequences, long contexts --------------------------------
 
-# recipes/decode.toml's: 16 splits x 8 KV heads fill the SMs at one sequence, each range at
-# least 512 tokens
-NUM_SPLITS, MIN_SPLIT = 16, 512
+# recipes/decode.toml's: 32 splits x 8 KV heads fill the SMs twice at one sequence; each
+# range at least MIN_SPLIT tokens, a meta-parameter the build tunes (this is its default)
+NUM_SPLITS, MIN_SPLIT = 32, 512
 
 
 def paged_decode_split_inputs(sizes, dtypes, device="cuda"):
     """Every context the table's full width, partials in fp32 scratch (the narrower
-    tables use fewer than 16 ranges: the others hold the neutral partial)."""
+    tables use fewer than 32 ranges: the others hold the neutral partial)."""
     num_seqs, max_blocks = sizes["num_seqs"], sizes["max_blocks_per_seq"]
     lens = [max_blocks * BLOCK_SIZE] * num_seqs
     q, k, v, table, ctx = paged_inputs(lens, NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE,
@@ -84,8 +84,10 @@ def paged_decode_split_inputs(sizes, dtypes, device="cuda"):
 
 
 def paged_decode_split_reference(q, k, v, table, ctx, part_out, part_max, part_sum, sm_scale,
-                                 *rest):  # fmt: skip
-    out, mx, total = _ref.split_reference(q, k, v, table, ctx, sm_scale, NUM_SPLITS, MIN_SPLIT)
+                                 *rest, config=None):  # fmt: skip
+    """The partials of the candidate's ranges: MIN_SPLIT is in the search space."""
+    min_split = (config or {}).get("MIN_SPLIT", MIN_SPLIT)
+    out, mx, total = _ref.split_reference(q, k, v, table, ctx, sm_scale, NUM_SPLITS, min_split)
     return {"part_out_ptr": out, "part_max_ptr": mx, "part_sum_ptr": total}
 
 

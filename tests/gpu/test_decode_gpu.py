@@ -56,7 +56,7 @@ def test_paged_decode_matches_float64(decode: Any, dtype: str, seqs: int, width:
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize(("seqs", "width"), [(1, 64), (1, 2048), (3, 256), (8, 2048)])
+@pytest.mark.parametrize(("seqs", "width"), [(1, 64), (1, 2048), (3, 256), (8, 2048), (13, 2048)])
 def test_split_kv_pair_matches_float64(decode: Any, dtype: str, seqs: int, width: int) -> None:
     """paged_decode_split then paged_decode_reduce from the bundle, ragged contexts (1 to
     the table's width: some ranges neutral), against the float64 attention."""
