@@ -38,7 +38,7 @@ if [[ -f "$BUNDLE" ]]; then export AOTC_TEST_DECODE_BUNDLE=$BUNDLE; fi
     --verify 4 --sizes 4,8,16,32,64,128,256,512 --compile-sizes 4,16,128 --ready-runs 0
 [[ " $STAGES " == *" ready "* ]] && \
   stage ready "${READY_LIMIT:-300}" python3 benchmarks/decode_step_bench.py --bundle "$BUNDLE" --json "$W/ready.json" \
-    --no-latency --ready-runs 3 --compile-ready 1,2,4,8,16,32,64,128,256,512
+    --no-latency --ready-runs 3 ${READY_ARGS:---compile-ready 1,2,4,8,16,32,64,128,256,512}
 [[ " $STAGES " == *" step "* ]] && \
   stage step "${STEP_LIMIT:-300}" python3 benchmarks/decode_step_bench.py --bundle "$BUNDLE" --json "$W/step.json" ${STEP_ARGS:-}
 pack

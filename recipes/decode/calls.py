@@ -73,8 +73,8 @@ def paged_decode_split_inputs(sizes, dtypes, device="cuda"):
     lens = [max_blocks * BLOCK_SIZE] * num_seqs
     q, k, v, table, ctx = paged_inputs(lens, NUM_Q_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE,
                                        dtypes["T"], device=device)  # fmt: skip
-    rows = (num_seqs, NUM_Q_HEADS, NUM_SPLITS)
-    scratch = [torch.empty(*rows, HEAD_DIM, dtype=torch.float32, device=device),
+    rows = (num_seqs, NUM_Q_HEADS, NUM_SPLITS)  # an empty range's output row stays zero
+    scratch = [torch.zeros(*rows, HEAD_DIM, dtype=torch.float32, device=device),
                torch.empty(rows, dtype=torch.float32, device=device),
                torch.empty(rows, dtype=torch.float32, device=device)]  # fmt: skip
     table = _widen(table, max_blocks)

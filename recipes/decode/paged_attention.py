@@ -28,9 +28,11 @@ the others returning at once: one kernel serves every context length); each prog
 its range's unnormalised output, running
 maximum (log2 domain) and sum to fp32 scratch laid out contiguously as
 [num_seqs, num_q_heads, NUM_SPLITS, HEAD_DIM] (part_out) and [num_seqs, num_q_heads,
-NUM_SPLITS] (part_max, part_sum). A range past a short sequence's end writes the neutral
-partial (0, NEUTRAL_MAX, 0): a finite maximum that no score reaches, so that every partial
-is a number. ``paged_decode_reduce`` (grid (num_seqs, num_q_heads)) combines them.
+NUM_SPLITS] (part_max, part_sum). A range past a short sequence's end writes only the
+neutral maximum and sum (NEUTRAL_MAX, 0): a finite maximum that no score reaches, so that
+every weight is a number; its output row is neither written nor read (a short context
+costs its empty ranges almost nothing). ``paged_decode_reduce`` (grid (num_seqs,
+num_q_heads)) combines them.
 
 Offsets into the cache are 64-bit: a cache of 2**31 elements is a few GB.
 """
@@ -195,20 +197,23 @@ def paged_decode_split(
                            MIN_SPLIT)  # fmt: skip
     lo = split * per_split
     hi = tl.minimum(lo + per_split, n_ctx)
-    q = _load_queries(q_ptr, seq, kv_head, stride_q_seq, stride_q_head,
-                      HEAD_DIM, QUERIES_PER_KV, ROWS)  # fmt: skip
-    table_row = block_table_ptr + seq.to(tl.int64) * stride_bt_seq
-    # past the end, lo >= hi: no iteration, and the neutral partial is written
-    acc, l_i, m_i = _attend(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, lo, hi,
-                            qk_scale, stride_kc_block, stride_kc_head, stride_kc_tok,
-                            stride_vc_block, stride_vc_head, stride_vc_tok,
-                            HEAD_DIM, BLOCK_SIZE, BLOCK_N, ROWS)  # fmt: skip
     offs_g = tl.arange(0, ROWS)
-    offs_d = tl.arange(0, HEAD_DIM)
     num_q_heads = tl.num_programs(1) * QUERIES_PER_KV
     heads = kv_head * QUERIES_PER_KV + offs_g
     row = (seq.to(tl.int64) * num_q_heads + heads) * NUM_SPLITS + split
     mask = offs_g < QUERIES_PER_KV
+    if lo >= hi:  # past the end: the neutral maximum and sum, and no output row to read
+        tl.store(part_max_ptr + row, tl.full([ROWS], NEUTRAL_MAX, tl.float32), mask=mask)
+        tl.store(part_sum_ptr + row, tl.zeros([ROWS], tl.float32), mask=mask)
+        return
+    q = _load_queries(q_ptr, seq, kv_head, stride_q_seq, stride_q_head,
+                      HEAD_DIM, QUERIES_PER_KV, ROWS)  # fmt: skip
+    table_row = block_table_ptr + seq.to(tl.int64) * stride_bt_seq
+    acc, l_i, m_i = _attend(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, lo, hi,
+                            qk_scale, stride_kc_block, stride_kc_head, stride_kc_tok,
+                            stride_vc_block, stride_vc_head, stride_vc_tok,
+                            HEAD_DIM, BLOCK_SIZE, BLOCK_N, ROWS)  # fmt: skip
+    offs_d = tl.arange(0, HEAD_DIM)
     tl.store(part_max_ptr + row, tl.maximum(m_i, NEUTRAL_MAX), mask=mask)
     tl.store(part_sum_ptr + row, l_i, mask=mask)
     tl.store(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc, mask=mask[:, None])
@@ -227,7 +232,8 @@ def paged_decode_reduce(
     NUM_SPLITS: tl.constexpr,
 ):
     """out[seq, head] from the NUM_SPLITS partials of paged_decode_split (NUM_SPLITS a
-    power of two; grid (num_seqs, num_q_heads))."""
+    power of two; grid (num_seqs, num_q_heads)). Only the output rows of non-empty ranges
+    (sum > 0) are read: an empty range's was never written."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     if seq >= num_seqs:
@@ -240,7 +246,8 @@ def paged_decode_reduce(
     m = tl.max(m_s, 0)  # NEUTRAL_MAX only for an empty context: then w = 1, total = 0
     w = tl.math.exp2(m_s - m)
     total = tl.sum(l_s * w, 0)
-    o_s = tl.load(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :])
+    o_s = tl.load(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :],
+                  mask=(l_s > 0)[:, None], other=0.0)  # fmt: skip
     o = tl.sum(o_s * w[:, None], 0) / tl.where(total > 0, total, 1.0)
     o_ptrs = out_ptr + seq.to(tl.int64) * stride_o_seq + head * stride_o_head + offs_d
     tl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
