@@ -194,7 +194,7 @@ def compile_ready(args: argparse.Namespace, out: dict[str, Any]) -> None:
                "TRITON_CACHE_DIR": f"{tmp}/triton"}  # fmt: skip
         for cache in ("cold", "warm"):  # the second process finds the first's caches
             sizes = ",".join(map(str, args.compile_ready))
-            runs[cache] = child_result(["--compile-child", sizes], env)
+            runs[cache] = child_result(["--compile-child", sizes, "--bundle", args.bundle], env)
             log(f"torch.compile ready, {cache}: {json.dumps(runs[cache])}")
     out["compile_ready"] = runs
     save(args, out)

@@ -3,7 +3,7 @@
 # recipe of benchmarks/training/ built and tuned on this GPU with the `grid` strategy and
 # no early stop (every config of the space timed at every bucket), one stage per recipe,
 # each with a time limit and all within DEADLINE seconds. Each tuning database comes back
-# gzipped, with its build's report and log, in $OUT/training/; a table of what each
+# gzipped, with its build's report and log, in $OUT/training.tar.gz; a table of what each
 # database holds is printed last. benchmarks/training/README.md says what to do with them.
 #   device: carry [".whl"], command: bash benchmarks/run_training_on_gpu.sh
 # KERNELS picks recipes (file stems, in order); SEED names a carried folder of earlier
@@ -18,13 +18,15 @@ declare -A LIMIT=([attention]=110 [layernorm]=90 [row_stats]=90 [cross_entropy]=
                   [bias_gelu]=70 [transpose]=60 [bmm]=80)
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$S" 2>&1
 
-collect() {  # after every stage, so that a call cut short still sends back what it had
+collect() {  # after every stage, so that a call cut short still sends back what it had;
+  # one archive, since a call sends back at most 8 files
   local db
   for db in "$W"/*.tunedb.jsonl; do
     [[ -f "$db" ]] && gzip -9nc "$db" > "$OUT/training/$(basename "$db").gz"
   done
   cp "$W"/*.report.md "$OUT/training/" 2>/dev/null
   mkdir -p "$OUT/training/logs" && cp "$W"/logs/*.log "$S" "$OUT/training/logs/" 2>/dev/null
+  tar czf "$OUT/training.tar.gz" -C "$OUT" --exclude training.tar.gz training
 }
 
 table() {  # what each database holds: buckets, configs timed, failures, re-measurements
