@@ -496,3 +496,32 @@ def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
                       "-o", str(tmp_path / "d.txt")], tmp_path)  # fmt: skip
         assert out.exit_code == 2 and f"{tmp_path / name}" in out.output, (name, out.output)
         assert not (tmp_path / "d.txt").exists()
+
+
+def test_evaluation_counts_each_bucket_once_and_each_kernel_of_one_source() -> None:
+    """Leave-one-kernel-out scores each bucket once: the same kernel's bucket in two
+    databases (the example's and the exhaustive pass's matmul) counts once, on the one
+    that timed more configs; a causal and a non-causal attention built from one source and
+    measured in one database are two kernels, and both count."""
+    from aot.costmodel.data import Group
+    from aot.costmodel.dataset import Dataset, Example
+    from aot.costmodel.evaluate import evaluated
+    from aot.costmodel.table import Rows
+
+    def example(db: str, kernel: str, n: int, source: str = "s1") -> Example:
+        group = Group(db=db, kernel=kernel, source=source, device="H200", arch="sm_90",
+                      dtypes=(("T", "bf16"),), problem=(("M", 64),),
+                      times={str(i): 1.0 + i for i in range(n)})  # fmt: skip
+        rows = Rows(configs=(), matrix=(), spills=())
+        return Example(group=group, family=source, label=kernel, rows=rows,
+                       times=tuple(group.times.values()), heuristic=())  # fmt: skip
+
+    small, dense = example("example.jsonl", "matmul", 3), example("exhaustive.jsonl", "matmul", 9)
+    causal, plain = (
+        example("attn.jsonl", "causal", 4, "s2"),
+        example("attn.jsonl", "plain", 4, "s2"),
+    )
+    ds = Dataset(examples=(small, dense, causal, plain), databases=(), records=0, unmatched=0)
+    kept = evaluated(ds)
+    assert dense in kept and small not in kept
+    assert causal in kept and plain in kept and len(kept) == 3
