@@ -19,6 +19,8 @@ VARIABLES = {
     "AOTC_JOBS": "compile processes to run at once (default: all cores)",
     "AOTC_NO_PROGRESS": "set to 1 to turn progress bars off",
     "AOTC_TUNE_TIMEOUT": "seconds a benchmark may run before it counts as a hang (default 120)",
+    "AOTC_COST_MODEL": "a model file from `aotc cost-model train` for the kernels that ask for "
+    'predict = "cost-model" (default: the model aotc ships; `aotc build --cost-model`)',
     "AOTC_REGISTRY_USER": "registry user name for push/pull (else the Docker config file)",
     "AOTC_REGISTRY_PASSWORD": "registry password or token, with AOTC_REGISTRY_USER",
     "AOTC_REGISTRY_INSECURE": "set to 1 to allow plain http to registries beyond localhost",
@@ -41,6 +43,7 @@ class Environment:
     progress: bool
     tune_timeout: float = 120.0
     registry: RegistryConfig = field(default_factory=RegistryConfig)
+    cost_model: Path | None = None  # None: the model aotc ships
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
@@ -80,4 +83,5 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         progress=env.get("AOTC_NO_PROGRESS", "") not in ("1", "true", "yes"),
         tune_timeout=timeout,
         registry=registry,
+        cost_model=Path(env["AOTC_COST_MODEL"]) if env.get("AOTC_COST_MODEL") else None,
     )

@@ -525,3 +525,36 @@ def test_evaluation_counts_each_bucket_once_and_each_kernel_of_one_source() -> N
     kept = evaluated(ds)
     assert dense in kept and small not in kept
     assert causal in kept and plain in kept and len(kept) == 3
+
+
+def test_a_build_uses_a_model_its_user_trained_and_refuses_one_it_cannot_use(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """`aotc cost-model train` on the user's databases, then `aotc build --cost-model`:
+    each bucket is recorded as predicted by that file. A damaged model is named and stops
+    the build (exit 2, no bundle), never a silent fall back to the heuristic."""
+    from aot.env import from_environ
+
+    db = tune_db(recipe_dir, tmp_path)
+    model = tmp_path / "mine.txt"
+    out = invoke(["cost-model", "train", str(db), "--recipe", str(recipe_dir),
+                  "-o", str(model)], tmp_path)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    recipe = predicting(recipe_dir, "cost-model")
+    bundle = tmp_path / "mine.aotc"
+    out = invoke(["build", str(recipe), "-o", str(bundle), "--no-tune",
+                  "--cost-model", str(model)], tmp_path)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    with BundleFile(bundle) as bf:
+        m = Manifest.from_json(bf.manifest)
+    hows = {c.how for inst in m.kernels[0].instances for c in inst.choices}
+    assert hows == {"predicted (cost model v1: mine.txt)"}
+    damaged = tmp_path / "damaged.txt"
+    damaged.write_text(model.read_text()[:200])
+    other = tmp_path / "other.aotc"
+    out = invoke(["build", str(recipe), "-o", str(other), "--no-tune",
+                  "--cost-model", str(damaged)], tmp_path)  # fmt: skip
+    assert out.exit_code == 2 and str(damaged) in out.output, out.output
+    assert not other.exists()
+    assert from_environ({"AOTC_COST_MODEL": str(model)}).cost_model == model
+    assert from_environ({}).cost_model is None

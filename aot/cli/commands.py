@@ -4,6 +4,7 @@ result. Nothing else lives here; the core's errors become exit codes in one plac
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -135,6 +136,12 @@ def plan(recipe: Path) -> None:
     metavar="LIST",
     help="build only these targets (comma-separated names or archs, e.g. sm_90)",
 )
+@click.option(
+    "--cost-model",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='a model from `aotc cost-model train` for the kernels with predict = "cost-model" '
+    "(default: AOTC_COST_MODEL, else the model aotc ships)",
+)
 def build(
     recipe: Path,
     output: Path | None,
@@ -145,6 +152,7 @@ def build(
     db: Path | None,
     shard: str | None,
     targets: str | None,
+    cost_model: Path | None,
 ) -> None:
     from ..build import TuneOptions
     from ..build import build as build_bundle
@@ -152,6 +160,8 @@ def build(
     from ..shard import Slice
 
     env = run.apply(from_environ())
+    if cost_model is not None:
+        env = dataclasses.replace(env, cost_model=cost_model)
     opts = TuneOptions(enabled=not no_tune, db=db, timeout=env.tune_timeout)
     sl = Slice.parse(shard, targets)
     mo = ModelOptions(device=model_device, workers=model_workers)

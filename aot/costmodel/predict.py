@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..compile import Compiled
 from ..env import Environment
+from ..errors import UsageError
 from ..plan import Config, Instance, Plan, Variant
 from ..select import HEURISTIC, Chooser, Pick
 from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
@@ -38,6 +39,25 @@ SHIPPED = Path(__file__).parent / "data" / f"model-v{VERSION}.txt"
 def shipped() -> Model:
     """The model aotc ships (package data), loaded once per process."""
     return load_file(SHIPPED)
+
+
+@functools.cache
+def _user_model(path: Path) -> Model:
+    try:
+        return load_file(path)
+    except CostModelUnavailable as exc:  # asked for by name: never a silent fallback
+        raise UsageError(f"--cost-model / AOTC_COST_MODEL: {exc}") from None
+
+
+def model_for(path: Path | None) -> Model:
+    """The model a build uses: the file given (``aotc build --cost-model``, AOTC_COST_MODEL;
+    a UsageError if it cannot be used), else the one aotc ships."""
+    return shipped() if path is None else _user_model(path)
+
+
+def predicted(path: Path | None) -> str:
+    """How a bucket the model chose is recorded: the shipped model's version, or the file."""
+    return PREDICTED if path is None else f"predicted (cost model v{VERSION}: {path.name})"
 
 
 def wants(inst: Instance) -> bool:
@@ -72,10 +92,11 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
     if not any(wants(inst) for inst in plan.instances):
         return fallback
     orders: dict[tuple[object, ...], list[Config] | str] = {}
+    how = predicted(env.cost_model)
 
     def prepare(inst: Instance) -> None:
         try:
-            model = shipped()
+            model = model_for(env.cost_model)
         except CostModelUnavailable as exc:
             orders.update({(inst.key, b): str(exc) for b in inst.buckets})
             return
@@ -93,7 +114,7 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
         found = orders[(inst.key, bucket)]
         if isinstance(found, str):
             return [Pick(p.config, unavailable(found), p.metrics) for p in fallback(inst, bucket)]
-        return [Pick(c, PREDICTED) for c in found]
+        return [Pick(c, how) for c in found]
 
     return choose
 
@@ -102,15 +123,17 @@ def tuning_order(
     inst: Instance,
     bucket: tuple[int, ...],
     result: Callable[[Variant], Compiled],
+    model_path: Path | None = None,
 ) -> list[Config] | None:
     """For the tuner: the bucket's candidates that compiled, in the model's order, or None
     where the model cannot be used (the tuner keeps the heuristic's order). Spilling
     candidates are not demoted here: the GPU measures them, and what it measures decides.
-    ``result`` compiles a variant, or waits for its compile."""
+    ``result`` compiles a variant, or waits for its compile; ``model_path`` as in
+    ``model_for``."""
     if not wants(inst):
         return None
     try:
-        model = shipped()
+        model = model_for(model_path)
     except CostModelUnavailable:
         return None
     compiled: dict[Variant, Compiled] = {}

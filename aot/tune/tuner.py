@@ -17,6 +17,7 @@ import concurrent.futures as cf
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..compile import CompilePool
 from ..costmodel import predict
@@ -66,8 +67,10 @@ class Tuner(Measurer):
         progress: bool = True,
         timeout: float = 120.0,
         worker_factory: Callable[[GpuInfo], GpuWorker] | None = None,
+        cost_model: Path | None = None,
     ):
         self.plan = plan
+        self.cost_model = cost_model  # the model a kernel asking for one is ordered by
         self.db = db
         self.pool = pool
         self.gpus = gpus
@@ -235,7 +238,8 @@ class Tuner(Measurer):
         the GPU measures them). The ``model`` strategy then refits its surrogate to the
         bucket's measurements as they come."""
         t = inst.kernel.tune
-        learned = predict.tuning_order(inst, bucket, lambda v: self.pool.submit(inst, v).result())
+        learned = predict.tuning_order(inst, bucket, lambda v: self.pool.submit(inst, v).result(),
+                                       self.cost_model)  # fmt: skip
         order = ranked if learned is None else learned
         return strategies.make(
             t.strategy, order, budget=t.budget, patience=patience, seed=seed, warm=warm
