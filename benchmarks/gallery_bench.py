@@ -145,7 +145,33 @@ def steady_row(
     row["bundle_config"] = _launch_config(kernel, ref, table, sizes)
     best = getattr(ref.kernel_object(name), "best_config", None)
     row["jit_config"] = str(best) if best is not None else "host launcher"
+    row["same_code"] = _same_code(kernel, args, keywords, ref.kernel_object(name))
     return row
+
+
+def _code(cubin: bytes) -> bytes:
+    """A cubin's machine code: its kernels' .text sections, without the line tables (which
+    name the source file's path, different in two checkouts of one file)."""
+    from loader.cubin import _sections
+
+    return b"".join(cubin[s.offset : s.offset + s.size] for s in _sections(cubin)
+                    if s.name.startswith(".text."))  # fmt: skip
+
+
+def _same_code(kernel: Any, args: list[Any], keywords: dict[str, Any], jit: Any) -> bool | None:
+    """Whether the variant the bundle launches for this call is machine code the JIT also
+    compiled (byte for byte): then the two run the same instructions, and their times can
+    differ only by the host's launch path and the GPU's noise. None where it cannot tell."""
+    try:
+        variant = kernel.host_path(*args, **keywords).variant  # launches once more
+        ours = _code(kernel.source.read_entry(variant.entry))
+        while not hasattr(jit, "device_caches") and hasattr(jit, "fn"):
+            jit = jit.fn  # through @triton.autotune and @triton.heuristics
+        theirs = {_code(k.asm["cubin"]) for cache in jit.device_caches.values()
+                  for k in cache[0].values()}  # fmt: skip
+    except Exception:  # informative only
+        return None
+    return ours in theirs
 
 
 def _launch_config(kernel: Any, ref: Any, table: dict[str, Any], sizes: dict[str, int]) -> str:
@@ -188,9 +214,10 @@ def _steady_line(r: dict[str, Any]) -> str:
     if "error" in r:
         return f"{r['kernel']:<14}{_sizes_text(r['sizes']):<44}error: {r['error'][:60]}"
     flag = "" if r["match"] else " !"
+    same = {True: "yes", False: "no", None: "?"}[r.get("same_code")]
     return (
         f"{r['kernel']:<14}{_sizes_text(r['sizes']):<44}{r['bundle_us']:>10.1f}"
-        f"{r['jit_us']:>10.1f}{r['jit_over_bundle']:>9.2f}x{flag}"
+        f"{r['jit_us']:>10.1f}{r['jit_over_bundle']:>9.2f}x{same:>11}{flag}"
     )
 
 
@@ -298,15 +325,18 @@ def print_tables(out: dict[str, Any]) -> None:
             "\nSteady state: bundle vs the kernel's own Triton JIT (autotune/heuristics/table), "
             "µs, median of do_bench medians"
         )
-        print(f"{'kernel':<14}{'sizes':<44}{'bundle':>10}{'JIT':>10}{'JIT/bundle':>10}")
+        print(f"{'kernel':<14}{'sizes':<44}{'bundle':>10}{'JIT':>10}{'JIT/bundle':>10}"
+              f"{'same code':>11}")  # fmt: skip
         for r in rows:
             print(_steady_line(r))
         ratios = [r["jit_over_bundle"] for r in rows if "jit_over_bundle" in r]
         if ratios:
-            below = sum(1 for x in ratios if x < 1.0)
+            below = [r for r in rows if r.get("jit_over_bundle", 1.0) < 1.0]
+            same = sum(1 for r in below if r.get("same_code"))
             print(
                 f"{len(ratios)} buckets: JIT/bundle {min(ratios):.2f}x..{max(ratios):.2f}x, "
-                f"geomean {statistics.geometric_mean(ratios):.2f}x, {below} below 1.0x"
+                f"geomean {statistics.geometric_mean(ratios):.2f}x, {len(below)} below 1.0x "
+                f"({same} of them running the JIT's own machine code)"
             )
     rows = out.get("first_result", [])
     if rows:
