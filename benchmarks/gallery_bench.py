@@ -149,25 +149,18 @@ def steady_row(
     return row
 
 
-def _code(cubin: bytes) -> bytes:
-    """A cubin's machine code: its kernels' .text sections, without the line tables (which
-    name the source file's path, different in two checkouts of one file)."""
-    from loader.cubin import _sections
-
-    return b"".join(cubin[s.offset : s.offset + s.size] for s in _sections(cubin)
-                    if s.name.startswith(".text."))  # fmt: skip
-
-
 def _same_code(kernel: Any, args: list[Any], keywords: dict[str, Any], jit: Any) -> bool | None:
     """Whether the variant the bundle launches for this call is machine code the JIT also
     compiled (byte for byte): then the two run the same instructions, and their times can
     differ only by the host's launch path and the GPU's noise. None where it cannot tell."""
+    from loader.cubin import machine_code
+
     try:
         variant = kernel.host_path(*args, **keywords).variant  # launches once more
-        ours = _code(kernel.source.read_entry(variant.entry))
+        ours = machine_code(kernel.source.read_entry(variant.entry))
         while not hasattr(jit, "device_caches") and hasattr(jit, "fn"):
             jit = jit.fn  # through @triton.autotune and @triton.heuristics
-        theirs = {_code(k.asm["cubin"]) for cache in jit.device_caches.values()
+        theirs = {machine_code(k.asm["cubin"]) for cache in jit.device_caches.values()
                   for k in cache[0].values()}  # fmt: skip
     except Exception:  # informative only
         return None

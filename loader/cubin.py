@@ -98,6 +98,13 @@ def inspect(data: bytes) -> CubinInfo:
     return CubinInfo(sm=e_flags & 0xFF, regs=regs, params=params, frames=frames)
 
 
+def machine_code(data: bytes) -> bytes:
+    """The kernels' instructions (the ``.text.*`` sections, in file order): what two
+    compiles of one kernel share when only their debug and line information differ."""
+    return b"".join(data[s.offset : s.offset + s.size] for s in _sections(data)
+                    if s.name.startswith(".text."))  # fmt: skip
+
+
 def param_sizes(data: bytes, function: str) -> tuple[int, ...]:
     """The byte size of each of ``function``'s parameters, in order, as the cubin declares
     them. CubinError if the cubin is malformed or has no such kernel."""

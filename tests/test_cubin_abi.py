@@ -54,3 +54,17 @@ def test_an_abi_that_disagrees_with_its_cubin_is_refused(fake: FakeLib, small: P
     with pytest.raises(loader.BundleError, match=r"the cubin takes 6 parameters .* gives 5"):
         loader.open(small).warmup()
     assert fake.modules == []
+
+
+def test_machine_code_is_a_cubins_instructions_and_differs_between_configs(small: Path) -> None:
+    """``cubin.machine_code``: the .text sections (what gallery_bench compares with the
+    JIT's cubins); present in every variant, and different for different configs."""
+    with BundleFile(small) as bf:
+        variants = [v for inst in bf.spec.kernels[0].instances for v in inst.variants.values()]
+        codes = {v.id: cubin.machine_code(bf.read_entry(v.entry)) for v in variants}
+        first = bf.read_entry(variants[0].entry)
+    assert all(len(c) > 0 for c in codes.values())
+    assert len(set(codes.values())) > 1
+    assert 0 < len(codes[variants[0].id]) < len(first)  # the code, not the whole ELF file
+    with pytest.raises(cubin.CubinError):
+        cubin.machine_code(b"not an ELF file")
