@@ -121,16 +121,9 @@ def test_spills_are_read_from_real_cubins_as_cuobjdump_reports_them(tmp_path: Pa
     import subprocess
 
     from aot.costmodel.table import compile_for, facts_of, variant_for
-    from aot.plan import make_plan
-    from aot.recipe import load
     from tests.test_compile import cuobjdump
 
-    (tmp_path / "softmax.py").write_text(SOFTMAX)
-    (tmp_path / "r.toml").write_text(SPILL_RECIPE)
-    plan = make_plan(load(tmp_path / "r.toml"))
-    (inst,) = plan.instances
-    (bucket,) = inst.buckets
-    configs = {(c.values()["BLOCK"], c.num_warps): c for c in inst.candidates(bucket)}
+    plan, inst, bucket, configs = _softmax_plan(tmp_path, SPILL_RECIPE)
     wanted = [(inst, configs[k], bucket) for k in ((16384, 1), (1024, 4))]
     compiled = compile_for(plan, wanted, env_for(tmp_path / "cache"))
     stacks = {}
@@ -153,12 +146,14 @@ SPECIALIZED = SPILL_RECIPE.replace(
 )
 
 
-def _specialized(tmp_path: Path):  # type: ignore[no-untyped-def]
+def _softmax_plan(tmp_path: Path, recipe: str):  # type: ignore[no-untyped-def]
+    """The plan of ``recipe`` (SPILL_RECIPE or a variation) over SOFTMAX, its one instance
+    and bucket, and its candidates by (BLOCK, num_warps)."""
     from aot.plan import make_plan
     from aot.recipe import load
 
     (tmp_path / "softmax.py").write_text(SOFTMAX)
-    (tmp_path / "r.toml").write_text(SPECIALIZED)
+    (tmp_path / "r.toml").write_text(recipe)
     plan = make_plan(load(tmp_path / "r.toml"))
     (inst,) = plan.instances
     (bucket,) = inst.buckets
@@ -180,7 +175,7 @@ def test_a_rows_facts_come_from_the_variant_a_call_runs_not_the_generic_one(
     from aot.costmodel.table import compile_for, facts_of, generic_for, rows, variant_for
     from aot.plan import GENERIC
 
-    plan, inst, bucket, configs = _specialized(tmp_path)
+    plan, inst, bucket, configs = _softmax_plan(tmp_path, SPECIALIZED)
     fine, spilling = configs[(1024, 4)], configs[(16384, 1)]
     v, g = variant_for(inst, fine, bucket), generic_for(inst, fine, bucket)
     assert v.spec == inst.specs[0] != GENERIC and g.spec == GENERIC
@@ -210,7 +205,7 @@ def test_the_generic_variant_is_compiled_for_features_only_where_the_specialized
     from aot.costmodel import table
     from aot.plan import GENERIC
 
-    plan, inst, bucket, configs = _specialized(tmp_path)
+    plan, inst, bucket, configs = _softmax_plan(tmp_path, SPECIALIZED)
     batches: list[list[object]] = []
 
     def compile_variants(plan, variants, **_):  # type: ignore[no-untyped-def]
