@@ -52,7 +52,9 @@ from benchmarks.jit_common import bench, load  # noqa: E402
 DECODE = ROOT / "recipes" / "decode"
 ref = load(DECODE, "reference")
 calls = load(DECODE, "calls")
-HQ, HKV, HEAD_DIM, BLOCK_SIZE, SPLITS = 32, 8, 128, 16, 32
+# the recipe's shapes, as its inputs make them (recipes/decode/calls.py)
+HQ, HKV, HEAD_DIM = calls.NUM_Q_HEADS, calls.NUM_KV_HEADS, calls.HEAD_DIM
+BLOCK_SIZE, SPLITS = calls.BLOCK_SIZE, calls.NUM_SPLITS
 EXPERTS, TOP_K, HIDDEN, FFN, ALIGN = 8, 2, 4096, 14336, 64
 SEQS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 CONTEXTS = [1024, 4096, 32768]
