@@ -36,6 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 DATA = ROOT / "benchmarks" / "data"
 GALLERY = ROOT / "recipes" / "gallery"
@@ -43,14 +44,12 @@ KERNELS = ["act_mul", "linear", "matmul", "moe", "rmsnorm", "softmax", "splitk"]
 
 
 def training_databases() -> tuple[list[Path], list[Path]]:
-    """Every committed H200 database but the gallery's, and the recipes defining them."""
-    dbs = [DATA / "h200-exhaustive.tunedb.jsonl.gz", DATA / "h200-example.tunedb.jsonl.gz",
-           DATA / "h200-mlp.tunedb.jsonl.gz", DATA / "h200-decode-step" / "decode.tunedb.jsonl.gz",
-           *sorted((DATA / "h200-training").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
-    recipes = [ROOT / "benchmarks" / "recipes" / "exhaustive.toml",
-               *(ROOT / "recipes" / f"{r}.toml" for r in ("example", "mlp", "decode")),
-               ROOT / "benchmarks" / "training"]  # fmt: skip
-    return dbs, recipes
+    """Every committed H200 database but the gallery's (those of the cost model's own
+    evaluation, benchmarks/costmodel_eval.py), and the recipes that resolve them."""
+    from costmodel_eval import databases, recipes
+
+    dbs = [db for db in databases(DATA) if db.parent.name != "h200-gallery"]
+    return dbs, recipes(dbs)
 
 
 def predicting(text: str) -> str:
