@@ -57,6 +57,7 @@ _GLOBALS: dict[str, Any] = {"__builtins__": {}, "cdiv": _cdiv, "min": min, "max"
 _evaluators: dict[tuple[str, tuple[str, ...]], Callable[..., tuple[int, ...]]] = {}
 _functions: dict[tuple[Any, ...], Callable[..., tuple[int, ...]]] = {}  # compile_function's
 _MAX_FUNCTIONS = 4096  # then start again: a service opening bundle after bundle stays bounded
+_parsed: dict[tuple[str, bool], Expr] = {}  # parse's, bounded the same way
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,21 @@ class Expr:
 
 
 def parse(text: str, *, predicate: bool = False) -> Expr:
-    """Parse ``text``; ``predicate`` also admits comparisons and boolean operators."""
+    """Parse ``text``; ``predicate`` also admits comparisons and boolean operators. A
+    kernel's variants share their grid and checks: each text is parsed once (an ``Expr`` is
+    immutable, so sharing one is safe)."""
+    if isinstance(text, str):
+        found = _parsed.get((text, predicate))
+        if found is not None:
+            return found
+    expr = _parse(text, predicate)
+    if len(_parsed) >= _MAX_FUNCTIONS:
+        _parsed.clear()
+    _parsed[(text, predicate)] = expr
+    return expr
+
+
+def _parse(text: str, predicate: bool) -> Expr:
     if not isinstance(text, str):
         raise ExprError(f"expected an expression string, got {type(text).__name__} "
                         f"{_show(repr(text))}")  # fmt: skip

@@ -9,6 +9,7 @@ struct.pack_into, the grid function and cuLaunchKernel. The kernels of a bundle
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
@@ -71,21 +72,24 @@ class Launcher:
         names = value_names(spec)
         # A kernel compiled with its own NUM_SMS (a persistent loop's stride) must get the
         # grid it was compiled for, whatever this GPU has: its meta-parameter comes first.
-        consts = {"NUM_SMS": source.device.sms, **variant.meta}
-        self.grid: Callable[..., tuple[int, ...]] = compile_function(
-            [parse(g) for g in spec.grid], names, consts
-        )
+        self._grid_parts = ([parse(g) for g in spec.grid], names,
+                            {"NUM_SMS": source.device.sms, **variant.meta})  # fmt: skip
         self._extra, self.abi_types, self.positions, scratch = _layout(
             spec, variant, param_index, source.device
         )
         self.scratch_slots = scratch  # null pointers after the packed slots
-        self._buffer = ParamBuffer(self.abi_types, self.positions, scratch)
-        self.holders = self._buffer.holders
-        self.params = self._buffer.params
+        # The parameter buffer (``_buffer``, ``params``, ``holders``) is made by ``load``,
+        # before a first launch: a kernel with many variants opens without making theirs.
         self.function = 0
         self._function_arg: ctypes.c_void_p | None = None  # what cuLaunchKernel is passed
         self._launch = source.device.drv.launch_untyped
         self._lock = threading.Lock()
+
+    @functools.cached_property
+    def grid(self) -> Callable[..., tuple[int, ...]]:
+        """The grid function, ``grid(*values) -> (x, y, z)``, with this variant's
+        meta-parameters folded in: compiled at first use, not for every variant at open."""
+        return compile_function(*self._grid_parts)
 
     def load(self) -> None:
         with self._lock:
@@ -101,6 +105,9 @@ class Launcher:
                     f"{dev.name} allows {dev.max_shared}",
                 )
             image = self.source.read_entry(self.variant.entry)
+            self._buffer = ParamBuffer(self.abi_types, self.positions, self.scratch_slots)
+            self.holders = self._buffer.holders
+            self.params = self._buffer.params
             self._check_abi(image)
             drv = dev.drv
             module = drv.load_module(image)

@@ -244,10 +244,12 @@ def moe_routing(args: Args) -> tuple[torch.Tensor, int]:
     return topk_ids.view(a.shape[0], pairs // a.shape[0]), block
 
 
-def moe_realign(args: Args, config: Mapping[str, Any]) -> Args:
+def moe_realign(args: Args, config: Mapping[str, Any], topk_ids: Any = None) -> Args:
     """The same routing, aligned again for ``config["BLOCK_SIZE_M"]``: the service's host
-    step before each call."""
-    topk_ids, _ = moe_routing(args)
+    step before each call. ``topk_ids``: the router's output, if the caller has it (a
+    service does); else recovered from ``args``."""
+    if topk_ids is None:
+        topk_ids, _ = moe_routing(args)
     a, w, c, weights = args[:4]
     aligned = moe_align_block_size(topk_ids, config["BLOCK_SIZE_M"], w.shape[0])
     return _moe_args(a, w, c, weights, *aligned)
@@ -354,10 +356,12 @@ def _rmsnorm_jit(args: Args) -> Runner:
     return run
 
 
-def _moe_jit(args: Args) -> Runner:
-    """The launcher's own config table and alignment, done once; each run is the GEMM."""
+def _moe_jit(args: Args, topk_ids: Any = None) -> Runner:
+    """The launcher's own config table and alignment, done once; each run is the GEMM.
+    ``topk_ids`` as for ``moe_realign``."""
     mod = kernel_module("moe")
-    topk_ids, _ = moe_routing(args)
+    if topk_ids is None:
+        topk_ids, _ = moe_routing(args)
     a, w, c, weights = args[:4]
     config = mod.get_config(a.shape[0])
     aligned = mod.moe_align_block_size(topk_ids, config["BLOCK_SIZE_M"], w.shape[0])
@@ -376,10 +380,10 @@ class Convention:
     """How a service calls one recipe kernel; see the module docstring."""
 
     stem: str  # the kernel's file, recipes/gallery/<stem>.py
-    jit: Callable[[Args], Runner]  # prepares the same work through the author's wrapper
+    jit: Callable[..., Runner]  # prepares the same work through the author's wrapper
     keywords: tuple[str, ...] = ()  # call values passed to the bundle's kernel by keyword
     zeroed: tuple[str, ...] = ()  # outputs the kernel accumulates into: zero before launch
-    realign: Callable[[Args, Mapping[str, Any]], Args] | None = None  # host prep per config
+    realign: Callable[..., Args] | None = None  # host prep per config: (args, config)
     optional: tuple[str, ...] = ()  # pointer parameters the author may pass as None
 
 
