@@ -142,34 +142,68 @@ def steady_row(
         "jit_us": statistics.median(theirs_ms) * 1e3,
     }
     row["jit_over_bundle"] = row["jit_us"] / row["bundle_us"]
+    # Each repeat's own ratio (the two timed back to back): their range is the run's noise.
+    row["repeat_ratios"] = [t / o for o, t in zip(ours_ms, theirs_ms, strict=True)]
     row["bundle_config"] = _launch_config(kernel, ref, table, sizes)
     best = getattr(ref.kernel_object(name), "best_config", None)
     row["jit_config"] = str(best) if best is not None else "host launcher"
-    row["same_code"] = _same_code(kernel, args, keywords, ref.kernel_object(name))
+    row["same_code"] = _same_code(kernel, args, keywords, ref.kernel_object(name), theirs)
     return row
 
 
-def _same_code(kernel: Any, args: list[Any], keywords: dict[str, Any], jit: Any) -> bool | None:
-    """Whether the variant the bundle launches for this call is machine code the JIT also
-    compiled (byte for byte): then the two run the same instructions, and their times can
-    differ only by the host's launch path and the GPU's noise. None where it cannot tell."""
+def _same_code(kernel: Any, args: list[Any], keywords: dict[str, Any], jit: Any,
+               theirs: Any) -> bool | None:  # fmt: skip
+    """Whether the variant the bundle launches for this call is the machine code the JIT
+    launches for it (the cubins' code, byte for byte): then the two run the same
+    instructions, and their times can differ only by the host's launch path and the GPU's
+    noise. The JIT's kernel is the one its launch hook sees ``theirs()`` launch (after
+    autotuning, the chosen config's). None where it cannot tell."""
     from loader.cubin import machine_code
 
     try:
         variant = kernel.host_path(*args, **keywords).variant  # launches once more
         ours = machine_code(kernel.source.read_entry(variant.entry))
+        launched = _jit_launched(theirs)
         while not hasattr(jit, "device_caches") and hasattr(jit, "fn"):
             jit = jit.fn  # through @triton.autotune and @triton.heuristics
-        theirs = {machine_code(k.asm["cubin"]) for cache in jit.device_caches.values()
-                  for k in cache[0].values()}  # fmt: skip
+        found = [machine_code(k.asm["cubin"]) for cache in jit.device_caches.values()
+                 for k in cache[0].values() if k.function in launched]  # fmt: skip
     except Exception:  # informative only
         return None
-    return ours in theirs
+    if len(found) != 1:
+        return None
+    return ours == found[0]
+
+
+def _jit_launched(run: Any) -> set[int]:
+    """The CUDA functions Triton's JIT launches in ``run()``, seen by its launch hook."""
+    import torch
+    from triton import knobs
+
+    seen: set[int] = set()
+
+    def hook(metadata: Any) -> None:
+        seen.add(metadata.get()["function"])
+
+    chain = knobs.runtime.launch_enter_hook
+    if hasattr(chain, "add") and hasattr(chain, "remove"):  # a chain of hooks (Triton 3.5+)
+        chain.add(hook)
+        undo = lambda: chain.remove(hook)  # noqa: E731
+    else:
+        knobs.runtime.launch_enter_hook = hook
+        undo = lambda: setattr(knobs.runtime, "launch_enter_hook", chain)  # noqa: E731
+    try:
+        run()
+        torch.cuda.synchronize()
+    finally:
+        undo()
+    return seen
 
 
 def _launch_config(kernel: Any, ref: Any, table: dict[str, Any], sizes: dict[str, int]) -> str:
     try:
-        return str(dict(kernel.launch_config(**ref.launch_values(table, sizes))))
+        values = ref.launch_values(table, sizes)
+        return str(dict(kernel.launch_config(dtypes={"T": dtype_of(table)}, **values)))
     except Exception as exc:  # informative only
         return f"? ({type(exc).__name__})"
 
@@ -208,9 +242,11 @@ def _steady_line(r: dict[str, Any]) -> str:
         return f"{r['kernel']:<14}{_sizes_text(r['sizes']):<44}error: {r['error'][:60]}"
     flag = "" if r["match"] else " !"
     same = {True: "yes", False: "no", None: "?"}[r.get("same_code")]
+    each = r.get("repeat_ratios") or [r["jit_over_bundle"]]
+    spread = f"{min(each):.2f}-{max(each):.2f}"
     return (
         f"{r['kernel']:<14}{_sizes_text(r['sizes']):<44}{r['bundle_us']:>10.1f}"
-        f"{r['jit_us']:>10.1f}{r['jit_over_bundle']:>9.2f}x{same:>11}{flag}"
+        f"{r['jit_us']:>10.1f}{r['jit_over_bundle']:>9.2f}x{spread:>12}{same:>11}{flag}"
     )
 
 
@@ -322,17 +358,19 @@ def print_tables(out: dict[str, Any]) -> None:
             "µs, median of do_bench medians"
         )
         print(f"{'kernel':<14}{'sizes':<44}{'bundle':>10}{'JIT':>10}{'JIT/bundle':>10}"
-              f"{'same code':>11}")  # fmt: skip
+              f"{'repeats':>12}{'same code':>11}")  # fmt: skip
         for r in rows:
             print(_steady_line(r))
         ratios = [r["jit_over_bundle"] for r in rows if "jit_over_bundle" in r]
         if ratios:
             below = [r for r in rows if r.get("jit_over_bundle", 1.0) < 1.0]
             same = sum(1 for r in below if r.get("same_code"))
+            ahead = sum(1 for r in below if max(r.get("repeat_ratios") or [0.0]) >= 1.0)
             print(
                 f"{len(ratios)} buckets: JIT/bundle {min(ratios):.2f}x..{max(ratios):.2f}x, "
                 f"geomean {statistics.geometric_mean(ratios):.2f}x, {len(below)} below 1.0x "
-                f"({same} of them running the JIT's own machine code)"
+                f"({same} of them running the JIT's own machine code; at {ahead} of them "
+                "the bundle was ahead in at least one repeat)"
             )
     rows = out.get("first_result", [])
     if rows:
