@@ -15,11 +15,13 @@ recipes, so nothing about a kernel is restated here.
    own host wrapper with its ``@triton.autotune`` (or heuristics, or launcher table), warm:
    run once first so that it has compiled and tuned (``TRITON_CACHE_AUTOTUNING=1`` keeps
    the tuning on disk between runs, Triton >= 3.4). Both are timed in this process with
-   ``triton.testing.do_bench`` (L2 flushed before every repetition, median), alternating
-   ``--repeats`` times; the table gives the median of each and JIT / bundle (>= 1: the
-   bundle is as fast or faster). Work the caller does either way is in both: zeroing an
-   accumulated output; the MoE's host alignment is done once beforehand, each path with its
-   own block size. Outputs are compared first; a mismatch is flagged "!".
+   ``triton.testing.do_bench`` (L2 flushed before every repetition, median), back to back
+   ``--repeats`` times, who goes first alternating; the table gives the median of each and
+   JIT / bundle (>= 1: the bundle is as fast or faster), with the range of the repeats' own
+   ratios (the run's noise) and whether the bundle launched the machine code the JIT did.
+   Work the caller does either way is in both: zeroing an accumulated output; the MoE's
+   host alignment is done once beforehand, each path with its own block size. Outputs are
+   compared first; a mismatch is flagged "!".
 2. Time to first result, each in a fresh Python process, at the smallest bucket: from after
    torch has made the inputs to the first result on the host (synchronised): import,
    open (bundle) and first call; the JIT with an empty ``TRITON_CACHE_DIR`` (it compiles and
@@ -130,9 +132,10 @@ def steady_row(
     match = _outputs_match(ref, name, args, jit_out)
     ours_ms: list[float] = []
     theirs_ms: list[float] = []
-    for _ in range(repeats):
-        ours_ms.append(triton.testing.do_bench(ours, return_mode="median"))
-        theirs_ms.append(triton.testing.do_bench(theirs, return_mode="median"))
+    for i in range(repeats):  # the two back to back, who goes first alternating
+        order = ((ours, ours_ms), (theirs, theirs_ms))
+        for fn, times in order if i % 2 == 0 else reversed(order):
+            times.append(triton.testing.do_bench(fn, return_mode="median"))
     row = {
         "kernel": name,
         "dtype": dtype,

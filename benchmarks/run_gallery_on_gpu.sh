@@ -4,7 +4,8 @@
 # those bundles, then benchmarks/gallery_bench.py. Everything lands in $OUT/gallery.tar.gz
 # (logs, reports, tuning databases, the benchmark's JSON); a summary is printed
 # last. STAGES picks stages (default "build tests bench"; "core" runs the other GPU tests
-# on the example and MLP bundles carried in $CORE); KERNELS limits the benchmark;
+# on the example and MLP bundles carried in $CORE); KERNELS limits the benchmark and
+# TEST_ARGS the tests (e.g. "-k moe");
 # SEED names a carried folder of bundles and tuning databases from an earlier call.
 #
 #   device: carry [".whl"], command: bash benchmarks/run_gallery_on_gpu.sh
@@ -61,7 +62,7 @@ pack
 if [[ " $STAGES " == *" tests "* ]]; then
   start=$SECONDS
   AOTC_GALLERY_BUNDLES=$W/bundles timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu \
-    tests/gpu/test_gallery_gpu.py -p no:cacheprovider -rf > "$W/logs/gpu-tests.log" 2>&1
+    tests/gpu/test_gallery_gpu.py -p no:cacheprovider -rf ${TEST_ARGS:-} > "$W/logs/gpu-tests.log" 2>&1
   echo "gallery GPU tests: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/gpu-tests.log")" >> "$summary"
   grep -E "^(FAILED|ERROR)" "$W/logs/gpu-tests.log" | head -20 >> "$summary"
 fi
