@@ -3,6 +3,8 @@ a restart, never the build."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from aot.tune.gpu import GpuInfo, GpuWorker, WorkerDied
@@ -105,3 +107,30 @@ def test_inputs_and_reference_receive_the_candidates_config_where_they_take_one(
     assert with_config(takes, config)(1, 2) == ((1, 2), config)
     assert with_config(plain, config)(1, 2) == (1, 2)
     assert with_config(takes, None)(1) == ((1,), None)
+
+
+def test_every_candidate_config_gets_the_same_random_inputs(tmp_path: Path) -> None:
+    """An ``inputs`` that takes the config (an MoE aligning its random routing to the block
+    size) must draw the same random data for every candidate: drawn afresh, a few tokens
+    reach a different number of experts per candidate, and the timings compare different
+    work. Input sets past the first (rotated for a cold L2) differ from each other."""
+    torch = pytest.importorskip("torch")
+    from collections import OrderedDict
+
+    from aot.tune.worker import Worker
+
+    (tmp_path / "inputs.py").write_text(
+        "import torch\n"
+        "def make(sizes, dtypes, config):\n"
+        "    return [torch.randn(sizes['n']), config['BLOCK']]\n"
+    )
+    w = Worker.__new__(Worker)
+    w.torch, w.l2, w.inputs = torch, 1 << 20, OrderedDict()
+    ref = f"{tmp_path / 'inputs.py'}:make"
+    a = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 16})
+    b = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 32})
+    assert [s[1] for s in a[:1] + b[:1]] == [16, 32]  # each laid out for its own config
+    assert len(a) == len(b) > 1
+    for x, y in zip(a, b, strict=True):
+        assert torch.equal(x[0], y[0])
+    assert not torch.equal(a[0][0], a[1][0])

@@ -375,3 +375,21 @@ def test_a_bucket_tries_its_upper_neighbours_best(recipe_dir: Path, tmp_path: Pa
     small = [q for q in worker.requests if q["op"] == "bench" and q["sizes"]["n"] == 4096]
     blocks = [q["spec"]["instances"][0]["variants"][0]["meta"]["BLOCK"] for q in small]
     assert blocks[: blocks.index(1024)].count(128) >= 3  # the first look stayed near 128
+
+
+def test_the_baseline_runs_at_the_buckets_sizes_expressions_included(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A size written as an expression of the bucket (attention's Z = 16384 // N_CTX) is
+    evaluated for the baseline as for the kernel: it was once sent without it, and every
+    baseline failed (KeyError) while the kernel's own timings went through."""
+    recipe = recipe_dir / "tune.toml"
+    half = 'call = { half = "keyword" }\nsizes = { half = "n // 2" }'
+    baseline = 'baseline = "kernels/small.py:not_a_kernel"'
+    text = recipe.read_text().replace("n = [4096, 1048576] }", "n = [4096, 1048576] }\n" + half)
+    recipe.write_text(text.replace('bytes = "8 * n"', 'bytes = "8 * n"\n' + baseline))
+    worker = FakeWorker()
+    tune_build(recipe_dir, tmp_path, worker)
+    baselines = [q for q in worker.requests if q["op"] == "baseline"]
+    assert baselines
+    assert all(q["sizes"]["half"] == q["sizes"]["n"] // 2 for q in baselines), baselines[0]["sizes"]

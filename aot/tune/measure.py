@@ -195,16 +195,27 @@ class Measurer:
         return self._store(probe, worker.request(msg)).ok
 
     def measure_baseline(
-        self, inst: Instance, bucket: tuple[int, ...], worker: GpuWorker, round_: int = 0
+        self,
+        inst: Instance,
+        bucket: tuple[int, ...],
+        worker: GpuWorker,
+        config: Config,
+        round_: int = 0,
     ) -> None:
+        """Time the recipe's baseline at the bucket: at the sizes the kernel runs under
+        ``config`` (the bucket's pick; expression sizes may read it), with inputs made as
+        for the kernel."""
         probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE, round_)
-        if self.db.get(probe) is not None:
+        known = self.db.get(probe)
+        if known is not None and known.ok:  # a failed one is tried again
             return
+        at = self._at(inst, problem(inst, bucket), config)
         msg = {
             "op": "baseline",
             "fn": self._abs(inst.kernel.tune.baseline),
             "inputs": self._abs(inst.kernel.inputs),
-            "sizes": problem(inst, bucket),
+            "sizes": at["sizes"],
+            "config": at["config"],
             "dtypes": dict(inst.dtypes),
             "target_ms": FINAL_TARGET_MS,
         }

@@ -222,11 +222,12 @@ class Tuner(Measurer):
             contenders.append(default)
         if t.baseline is not None:
             contenders.append(None)
+        pick = finalists[0] if finalists else default  # the sizes the baseline runs at
         for r in range(t.rounds):  # interleaved: every round visits every contender
             shift = r % max(1, len(contenders))
             for item in contenders[shift:] + contenders[:shift]:
                 if item is None:
-                    self.measure_baseline(inst, bucket, worker, round_=r)
+                    self.measure_baseline(inst, bucket, worker, pick, round_=r)
                 else:
                     self.measure(inst, bucket, item, worker, kind=FINAL, round_=r)
         look.finalists = finalists

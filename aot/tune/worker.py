@@ -16,8 +16,10 @@ from __future__ import annotations
 import functools
 import math
 import os
+import random
 import statistics
 import traceback
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -70,21 +72,37 @@ class Worker:
         make = with_config(load_function(ref), config)
         # Inputs that do not depend on the config are shared by every candidate.
         mine = config if isinstance(make, functools.partial) else None
-        key = repr((ref, sorted(sizes.items()), sorted(dtypes.items()), mine))
+        problem = repr((ref, sorted(sizes.items()), sorted(dtypes.items())))
+        key = repr((problem, mine))
         sets = self.inputs.get(key)
         if sets is None:
-            first = list(make(sizes, dtypes))
+            first = self._made(make, sizes, dtypes, problem, 0)
             sets = [first]
             # Rotate among copies when one set fits in L2, so repetitions read cold data.
             n = self._nbytes(first)
             if 0 < n * 2 <= self.l2:
-                sets += [list(make(sizes, dtypes)) for _ in range(min(8, self.l2 // n))]
+                count = min(8, self.l2 // n)
+                sets += [self._made(make, sizes, dtypes, problem, i + 1) for i in range(count)]
             self.inputs[key] = sets
             while len(self.inputs) > 3:
                 self.inputs.popitem(last=False)
         else:
             self.inputs.move_to_end(key)
         return sets
+
+    def _made(
+        self, make: Callable[..., Any], sizes: dict[str, int], dtypes: dict[str, str],
+        problem: str, index: int,
+    ) -> list[Any]:  # fmt: skip
+        """Input set ``index`` of a problem, from random state seeded by the problem alone:
+        every candidate config gets the same data, a config-dependent ``inputs`` (an MoE's
+        alignment to the block size) the same random routing laid out its way. Drawn
+        afresh per config, the work itself would differ between candidates (how many
+        experts a few tokens reach), and the comparison with it."""
+        seed = zlib.crc32(f"{problem}#{index}".encode())
+        self.torch.manual_seed(seed)
+        random.seed(seed)
+        return list(make(sizes, dtypes))
 
     # -- timing -----------------------------------------------------------------------
     def time(
@@ -171,7 +189,7 @@ class Worker:
 
     def baseline(self, msg: dict[str, Any]) -> dict[str, Any]:
         fn = load_function(msg["fn"])
-        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"])
+        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"))
         samples = self.time(lambda a: fn(*a), sets, msg.get("target_ms", TARGET_MS))
         return {"ok": True, "samples": samples, "ms": statistics.median(samples)}
 
