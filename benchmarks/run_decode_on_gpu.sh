@@ -14,14 +14,16 @@
 #   a bundle built earlier: BUNDLE=<path> STAGES="tests step" (carry its folder too)
 #   speculative decoding's verification: the "verify" stage (decode_step_bench.py --verify 4)
 #   an earlier tuning database to extend (its measurements of unchanged kernels are kept):
-#   SEED_DB=<path>.tunedb.jsonl[.gz], e.g. benchmarks/data/h200-decode-step/decode.tunedb.jsonl.gz
+#   SEED_DB="<path>.tunedb.jsonl[.gz] ...", e.g. "benchmarks/data/h200-decode-step/decode.tunedb.jsonl.gz
+#   benchmarks/data/h200-decode-step/wide-space.tunedb.jsonl.gz" (concatenated in order)
 W=${W:-/tmp/aotc-decode}
 source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.tunedb.jsonl step.json verify.json kernels.json ready.json 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
 STAGES=${STAGES:-"jit build tests"}
-if [[ -n "${SEED_DB:-}" && ! -f "$W/decode.tunedb.jsonl" ]]; then  # plain or gzipped
-  gunzip -cf "$SEED_DB" > "$W/decode.tunedb.jsonl"
+if [[ -n "${SEED_DB:-}" && ! -f "$W/decode.tunedb.jsonl" ]]; then  # plain or gzipped, one or more
+  # shellcheck disable=SC2086  # several files, space-separated, concatenated in order
+  gunzip -cf $SEED_DB > "$W/decode.tunedb.jsonl"
 fi
 [[ " $STAGES " == *" jit "* ]] && stage jit "${JIT_LIMIT:-200}" python3 benchmarks/decode_jit_check.py ${JIT_ARGS:-}
 [[ " $STAGES " == *" build "* ]] && \
