@@ -57,10 +57,11 @@ def describe_kernel(insts: list[Instance]) -> list[str]:
     out.append(f"  signature: {sig}{note}")
     if kr.dtypes:
         out.append("  dtypes: " + ", ".join(f"{k} ∈ {list(v)}" for k, v in kr.dtypes.items()))
-    if kr.optional or kr.always_none:
-        out.append("  optional pointers (built as passed and as None): "
-                   + ", ".join(kr.optional) + "".join(f", {p} (always None)"
-                                                      for p in kr.always_none))  # fmt: skip
+    if kr.optional:
+        out.append("  optional pointers (built as passed and as None): " + ", ".join(kr.optional))
+    if kr.always_none:
+        out.append("  pointers inputs always passes as None (built for None only): "
+                   + ", ".join(kr.always_none))  # fmt: skip
     if kr.descriptors:
         out.append(
             "  TMA descriptors (block shapes): "

@@ -64,6 +64,20 @@ def test_the_signature_is_inferred_and_the_plan_says_so() -> None:
     assert "optional pointers (built as passed and as None): bias_ptr" in text
 
 
+def test_the_plan_names_a_pointer_inputs_always_passes_as_none(tmp_path: Path) -> None:
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    ref = tmp_path / "reference.py"
+    passed = ref.read_text().replace("        bias,\n        M,", "        None,\n        M,", 1)
+    ref.write_text(passed)
+    recipe = tmp_path / "shipped.toml"
+    text = recipe.read_text()
+    recipe.write_text(text.replace('optional = ["bias_ptr"]\n', "", 1))
+    plan = describe_plan(make_plan(load(recipe)))
+    mm = plan[plan.index("kernel mm ") :]
+    assert "pointers inputs always passes as None (built for None only): bias_ptr\n" in mm
+    assert "optional pointers" not in mm.split("\n\n")[0]
+
+
 def test_autotune_configs_are_the_space_and_its_pruning_runs_per_bucket() -> None:
     plan = make_plan(load(DATA / "shipped.toml"))
     mm = next(i for i in plan.instances if i.kernel.name == "mm")
