@@ -23,6 +23,11 @@ class KernelImportError(Exception):
 def load_module(path: Path) -> ModuleType:
     """Execute a kernel file once per process, with its folder importable (for helpers).
 
+    A file inside a package (its folder has an ``__init__.py``, as a kernel library's
+    ``ops/`` has) is imported as that package's module, with the package's parent folder
+    importable, so that its relative and absolute imports of the package's other modules
+    work as they do for the library's users. Any other file runs as a module of its own.
+
     The file runs as an imported module would: ``sys.argv`` is just its own path (so a
     module-level ``argparse`` sees no aotc options), ``sys.exit`` becomes a
     ``KernelImportError`` instead of ending aotc, and what it prints is held back, then
@@ -31,31 +36,67 @@ def load_module(path: Path) -> ModuleType:
     path = path.resolve()
     mod = _modules.get(path)
     if mod is None:
-        name = "aotc_src_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
-        spec = importlib.util.spec_from_file_location(name, path)
-        if spec is None or spec.loader is None:
-            raise KernelImportError(f"{path.name} is not a Python file; name a .py file")
-        mod = importlib.util.module_from_spec(spec)
-        folder = str(path.parent)
+        dotted, root = _package_module(path)
+        folder = str(root)
         if folder not in sys.path:
             sys.path.insert(0, folder)
-        sys.modules[name] = mod
         printed = io.StringIO()
         argv, sys.argv = sys.argv, [str(path)]
         try:
             with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
-                spec.loader.exec_module(mod)
+                mod = _import(path, dotted)
         except SystemExit as exc:
-            del sys.modules[name]
             raise KernelImportError(_exited(path, exc, printed.getvalue())) from None
         except BaseException:
-            del sys.modules[name]
             _echo(path, printed.getvalue())
             raise
         finally:
             sys.argv = argv
         _echo(path, printed.getvalue())
         _modules[path] = mod
+    return mod
+
+
+def _package_module(path: Path) -> tuple[str | None, Path]:
+    """(the file's dotted module name, the folder to import it from) when its folder is a
+    package; (None, its folder) otherwise."""
+    parts = [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    if len(parts) == 1 or not path.stem.isidentifier():
+        return None, path.parent
+    return ".".join(parts), folder
+
+
+def _import(path: Path, dotted: str | None) -> ModuleType:
+    if dotted is not None:
+        try:
+            mod = importlib.import_module(dotted)
+        except BaseException:
+            for name in [n for n in sys.modules if n == dotted or n.startswith(dotted + ".")]:
+                del sys.modules[name]
+            raise
+        found = Path(getattr(mod, "__file__", "") or "").resolve()
+        if found != path:
+            raise KernelImportError(
+                f"{path.name}: importing it as {dotted} found {found} instead (another "
+                f"{dotted.split('.')[0]} was imported first, by a recipe file or from the "
+                "installed packages); name that copy's file in the recipe, or uninstall it"
+            )
+        return mod
+    name = "aotc_src_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise KernelImportError(f"{path.name} is not a Python file; name a .py file")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        del sys.modules[name]
+        raise
     return mod
 
 
