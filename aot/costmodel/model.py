@@ -14,10 +14,10 @@ LightGBM's deterministic mode; the same rows give the same model text.
 
 A model is ``MEMBERS`` rankers trained on the same rows with different seeds (bagging and
 feature sampling draw differently), and its score is their mean. One seed's picks for a
-kernel it never saw swing widely with the seed (the same settings put a held-out bucket
-at 1.1× or 3.7× of its best); the mean of several is steadier, above all at the worst
-buckets. The model text is the members' LightGBM texts, one after another, each after a
-``MEMBER`` line; a text without that line is one member.
+kernel it never saw swing widely with the seed, most at the worst buckets; the mean of
+several is steadier (benchmarks/RESULTS.md, issue 19). The model text is the members'
+LightGBM texts, one after another, each after a ``MEMBER`` line; a text without that
+line is one member.
 """
 
 from __future__ import annotations
