@@ -256,6 +256,25 @@ def test_training_is_deterministic_and_a_model_round_trips_through_its_text() ->
     assert again.score(rows) == a.score(rows)
 
 
+def test_a_model_is_seeded_members_and_scores_their_mean() -> None:
+    m = cm.train(synthetic(0), {"rounds": 20, "members": 3})
+    assert len(m.boosters) == 3 and m.text.count(cm.MEMBER) == 3
+    rows = synthetic(1, 1)[0][0]
+    each = [b.predict(rows) for b in m.boosters]
+    assert len({tuple(e) for e in each}) == 3  # other seeds, other trees
+    assert m.score(rows) == pytest.approx([sum(c) / 3 for c in zip(*each, strict=True)])
+    again = cm.loads(m.text, "model.txt")
+    assert len(again.boosters) == 3 and again.score(rows) == m.score(rows)
+
+
+def test_a_one_booster_text_without_member_lines_still_loads() -> None:
+    m = cm.train(synthetic(0), {"rounds": 20, "members": 1})
+    bare = m.boosters[0].model_to_string(num_iteration=-1)
+    assert cm.MEMBER not in bare
+    rows = synthetic(1, 1)[0][0]
+    assert cm.loads(bare, "v1.txt").score(rows) == m.score(rows)
+
+
 def test_the_model_learns_an_order_it_was_shown() -> None:
     m = cm.train(synthetic(0), {"rounds": 60})
     hits = 0

@@ -11,6 +11,13 @@ A group is one bucket of one (kernel, target, dtypes); a row's label is its rele
 ``LEVELS`` for a config within ``STEP`` of the bucket's best, one less per further factor
 of ``1 + STEP``, 0 from about 2.7× on. Training is deterministic: seeded, one thread,
 LightGBM's deterministic mode; the same rows give the same model text.
+
+A model is ``MEMBERS`` rankers trained on the same rows with different seeds (bagging and
+feature sampling draw differently), and its score is their mean. One seed's picks for a
+kernel it never saw swing widely with the seed, most at the worst buckets; the mean of
+several is steadier (benchmarks/RESULTS.md, issue 19). The model text is the members'
+LightGBM texts, one after another, each after a ``MEMBER`` line; a text without that
+line is one member.
 """
 
 from __future__ import annotations
@@ -28,11 +35,14 @@ VERSION = 1
 LEVELS = 20
 STEP = 0.05
 ROUNDS = 300  # boosting rounds
+MEMBERS = 5  # rankers averaged, seeded seed, seed + 1, ...
+MEMBER = "# aotc cost model: ensemble member"
 PARAMS: dict[str, Any] = {
     "objective": "lambdarank",
     "learning_rate": 0.05,
     "num_leaves": 15,
-    "min_data_in_leaf": 10,
+    # leaves of at least 50 rows (a few buckets' worth): fewer splits on one kernel's quirks
+    "min_data_in_leaf": 50,
     "feature_fraction": 0.8,
     "bagging_fraction": 0.8,
     "bagging_freq": 1,
@@ -71,9 +81,9 @@ def relevance(ms: float, best: float) -> int:
 
 @dataclass(frozen=True)
 class Model:
-    """A trained ranker: higher scores are predicted faster."""
+    """Trained rankers: higher scores are predicted faster."""
 
-    booster: Any
+    boosters: tuple[Any, ...]
     text: str
     version: int = VERSION
 
@@ -83,7 +93,8 @@ class Model:
         import numpy as np
 
         x = np.asarray(matrix, dtype=np.float64)
-        return [float(s) for s in self.booster.predict(x, num_threads=1)]
+        each = np.asarray([b.predict(x, num_threads=1) for b in self.boosters])
+        return [float(s) for s in each.mean(axis=0)]
 
 
 def best_first(scores: Sequence[float], spills: Sequence[bool]) -> list[int]:
@@ -112,26 +123,33 @@ def train(
         raise CostModelUnavailable("no measured bucket to train on (each needs two configs)")
     settings = {**PARAMS, **(params or {})}
     rounds = int(settings.pop("rounds", ROUNDS))
+    members = int(settings.pop("members", MEMBERS))
     data = lgb.Dataset(np.asarray(xs, dtype=np.float64), label=np.asarray(ys), group=sizes,
                        feature_name=list(NAMES), params={"verbose": -1})  # fmt: skip
-    booster = lgb.train(settings, data, num_boost_round=rounds)
-    return Model(booster, booster.model_to_string(num_iteration=-1))
+    boosters = tuple(lgb.train({**settings, "seed": int(settings["seed"]) + k}, data,
+                               num_boost_round=rounds) for k in range(members))  # fmt: skip
+    text = "".join(f"{MEMBER}\n" + b.model_to_string(num_iteration=-1) for b in boosters)
+    return Model(boosters, text)
 
 
 def loads(text: str, where: str) -> Model:
     """A model from its text; refused when its features are not this aotc's."""
     lgb = _lightgbm()
-    try:
-        booster = lgb.Booster(model_str=text)
-    except Exception as exc:  # LightGBM raises its own LightGBMError on a damaged text
-        raise CostModelUnavailable(f"{where}: not a LightGBM model ({exc})") from None
-    names = tuple(booster.feature_name())
-    if names != NAMES:
-        raise CostModelUnavailable(
-            f"{where}: its features ({len(names)}) are not this aotc's ({len(NAMES)}); "
-            "train it again with `aotc cost-model train`"
-        )
-    return Model(booster, text)
+    parts = [p for p in text.split(f"{MEMBER}\n") if p.strip()] if MEMBER in text else [text]
+    boosters = []
+    for part in parts or [text]:
+        try:
+            booster = lgb.Booster(model_str=part)
+        except Exception as exc:  # LightGBM raises its own LightGBMError on a damaged text
+            raise CostModelUnavailable(f"{where}: not a LightGBM model ({exc})") from None
+        names = tuple(booster.feature_name())
+        if names != NAMES:
+            raise CostModelUnavailable(
+                f"{where}: its features ({len(names)}) are not this aotc's ({len(NAMES)}); "
+                "train it again with `aotc cost-model train`"
+            )
+        boosters.append(booster)
+    return Model(tuple(boosters), text)
 
 
 def load_file(path: Path) -> Model:

@@ -18,7 +18,7 @@ from ..errors import UsageError
 from .dataset import Dataset, load
 from .evaluate import buckets, leave_one_out, table
 from .features import NAMES
-from .model import PARAMS, ROUNDS, VERSION, train
+from .model import MEMBERS, PARAMS, ROUNDS, VERSION, train
 
 # Folders never searched for recipes: environments, caches, build outputs.
 SKIP = {"site-packages", "node_modules", "artifacts", "__pycache__", "dist", "build"}
@@ -76,7 +76,11 @@ def provenance(ds: Dataset) -> dict[str, object]:
         # records of variants the recipes no longer compile for their config, per kernel
         "stale_records": dict(ds.stale),
         "features": list(NAMES),
-        "params": {"rounds": ROUNDS, **{k: v for k, v in PARAMS.items() if k != "label_gain"}},
+        "params": {
+            "rounds": ROUNDS,
+            "members": MEMBERS,
+            **{k: v for k, v in PARAMS.items() if k != "label_gain"},
+        },
     }
 
 
