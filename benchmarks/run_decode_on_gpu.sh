@@ -18,7 +18,7 @@
 #   benchmarks/data/h200-decode-step/wide-space.tunedb.jsonl.gz" (concatenated in order)
 W=${W:-/tmp/aotc-decode}
 source benchmarks/gpu_run.sh
-pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.tunedb.jsonl step.json verify.json kernels.json ready.json 2>/dev/null); }
+pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.report decode.tunedb.jsonl step.json verify.json kernels.json ready.json 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
 STAGES=${STAGES:-"jit build tests"}
 if [[ -n "${SEED_DB:-}" && ! -f "$W/decode.tunedb.jsonl" ]]; then  # plain or gzipped, one or more

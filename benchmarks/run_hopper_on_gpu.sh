@@ -7,7 +7,7 @@
 #   device: carry [".whl"], command: bash benchmarks/run_hopper_on_gpu.sh
 W=${W:-/tmp/aotc-hopper}
 source benchmarks/gpu_run.sh
-pack() { (cd "$W" && tar czf "$OUT/hopper.tar.gz" logs hopper.report.md hopper.tunedb.jsonl 2>/dev/null); }
+pack() { (cd "$W" && tar czf "$OUT/hopper.tar.gz" logs hopper.report.md hopper.report hopper.tunedb.jsonl 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
 [[ " ${STAGES:-jit build tests bench} " == *" jit "* ]] && \
   stage jit "${JIT_LIMIT:-45}" python3 benchmarks/hopper_jit_check.py --quick
