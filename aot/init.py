@@ -22,7 +22,7 @@ from loader.format import write_atomic
 
 from .errors import UsageError
 from .init_kernel import KernelDraft, comment, draft_kernel, toml_value
-from .kernelfile import KernelImportError, load_module
+from .kernelfile import KernelImportError, import_failure, load_module
 from .kernelscan import find_kernels, launches
 from .output import check_output
 from .recipe.placeholders import PLACEHOLDER
@@ -113,8 +113,7 @@ def _import(file: Path) -> ModuleType:
     except KernelImportError as exc:
         raise UsageError(f"{file}: {exc}") from None
     except Exception as exc:
-        raise UsageError(f"{file}: importing {file.name} failed: {type(exc).__name__}: "
-                         f"{exc}") from None  # fmt: skip
+        raise UsageError(f"{file}: {import_failure(file.name, exc)}") from None
 
 
 def _recipe_name(attr: str) -> str:

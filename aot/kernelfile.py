@@ -100,6 +100,22 @@ def _import(path: Path, dotted: str | None) -> ModuleType:
     return mod
 
 
+_NO_GPU = ("cuda", "nvidia driver", "no gpu")  # what torch and triton say without one
+
+
+def import_failure(name: str, exc: BaseException) -> str:
+    """The message for a kernel or recipe file whose import raised ``exc``; with a hint
+    when the file reached for a GPU while being imported (a CPU-only builder has none)."""
+    text = f"importing {name} failed: {type(exc).__name__}: {exc}"
+    if any(word in str(exc).lower() for word in _NO_GPU):
+        text += (
+            ". It seems to use the GPU while being imported, and aotc imports it on machines "
+            "without one (a CPU-only CI runner): move that code into a function, or guard it "
+            "with torch.cuda.is_available()"
+        )
+    return text
+
+
 def load_function(ref: str) -> Any:
     """The function a recipe names as ``"path.py:function"`` (the path absolute, or
     relative to the current folder): its file imported once per process, as

@@ -309,6 +309,16 @@ def test_an_import_failure_reads_as_plan_says_it(tmp_path: Path) -> None:
     drafted = invoke(["init", str(bad)], tmp_path / "c")
     said = "importing bad.py failed: RuntimeError: no GPU here"
     assert said in planned.stderr and said in drafted.stderr
+    hint = "guard it with torch.cuda.is_available()"  # it reached for a GPU at import
+    assert hint in planned.stderr and hint in drafted.stderr
+
+
+def test_an_import_failure_unrelated_to_the_gpu_gets_no_gpu_hint(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("raise ValueError('a typo in the config table')\n")
+    r = invoke(["init", str(bad)], tmp_path / "c")
+    assert "importing bad.py failed: ValueError: a typo" in r.stderr
+    assert "torch.cuda.is_available" not in r.stderr
 
 
 def test_bad_arguments(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from loader.descriptors import is_host_descriptor
 from loader.manifest import ELEMENT_TYPES, INT_TYPES
 
 from ..inputs import Inputs, accepted, on_meta
-from ..kernelfile import KernelImportError, load_module, shipped
+from ..kernelfile import KernelImportError, import_failure, load_module, shipped
 from ..shipped import NotAKernel, Shipped
 from .validate import IDENT, Validator, show, sorted_names
 
@@ -41,7 +41,7 @@ def introspect(v: Validator, key: str, path: Path, function: str) -> Shipped:
     except NotAKernel as exc:
         v.fail(key, f"{function} {exc}")
     except Exception as exc:
-        v.fail(key, f"importing {path.name} failed: {type(exc).__name__}: {exc}")
+        v.fail(key, import_failure(path.name, exc))
 
 
 def given_types(
@@ -264,7 +264,7 @@ def inputs_function(
     except KernelImportError as exc:
         v.fail(key, str(exc))
     except Exception as exc:
-        v.fail(key, f"importing {file} failed: {type(exc).__name__}: {exc}")
+        v.fail(key, import_failure(file, exc))
     if not callable(fn):
         v.fail(key, f"{file} defines no function {name!r}")
     return ref, fn
