@@ -135,9 +135,8 @@ def train(
 def loads(text: str, where: str) -> Model:
     """A model from its text; refused when its features are not this aotc's."""
     lgb = _lightgbm()
-    parts = [p for p in text.split(f"{MEMBER}\n") if p.strip()] if MEMBER in text else [text]
     boosters = []
-    for part in parts or [text]:
+    for part in [p for p in text.split(f"{MEMBER}\n") if p.strip()] or [text]:
         try:
             booster = lgb.Booster(model_str=part)
         except Exception as exc:  # LightGBM raises its own LightGBMError on a damaged text

@@ -37,7 +37,7 @@ def introspect(v: Validator, key: str, path: Path, function: str) -> Shipped:
     except AttributeError as exc:
         if exc.args == (function,):
             v.fail(key, f"{path.name} defines no {function!r}")
-        v.fail(key, f"importing {path.name} failed: AttributeError: {exc}")
+        v.fail(key, import_failure(path.name, exc))
     except NotAKernel as exc:
         v.fail(key, f"{function} {exc}")
     except Exception as exc:
