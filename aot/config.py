@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -51,6 +52,14 @@ class Config:
     def values(self) -> dict[str, Constexpr]:
         out: dict[str, Constexpr] = {**dict(self.meta), **self.launch()}
         return out
+
+    def sets(self, values: Sequence[tuple[str, Any]]) -> bool:
+        """Whether this config sets every one of ``values`` (a recipe's ``tune.first``)."""
+        mine = self.values()
+        return all(
+            n in mine and mine[n] == x and isinstance(mine[n], bool) == isinstance(x, bool)
+            for n, x in values
+        )
 
     def launch(self) -> dict[str, int]:
         """The launch options, the non-default ones only beyond warps and stages."""

@@ -24,6 +24,7 @@ from .kernel_env import Combo, combos
 from .plan_checks import (
     MAX_GRID,
     allowed_by_bucket,
+    check_first,
     check_per_bucket,
     check_size,
     plan_size,
@@ -155,6 +156,7 @@ def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
         specs = (*(Spec(tuple(sorted(s.items()))) for s in kr.specializations), GENERIC)
         candidates = configs_of(kr)
         check_per_bucket(recipe, kr, candidates)
+        check_first(recipe, kr, candidates)
         for target in recipe.targets:
             fit, pruned = prune_static(recipe, kr, target, candidates)
             if not fit:

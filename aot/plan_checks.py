@@ -104,6 +104,21 @@ def check_per_bucket(recipe: Recipe, kr: KernelRecipe, configs: Sequence[Config]
                     ) from None
 
 
+def check_first(recipe: Recipe, kr: KernelRecipe, configs: Sequence[Config]) -> None:
+    """Each of ``tune.first`` names a candidate config: a typo would leave it unmeasured."""
+    for i, entry in enumerate(kr.tune.first):
+        if any(c.sets(entry) for c in configs):
+            continue
+        names = sorted({n for c in configs for n in c.values()})
+        unknown = [n for n, _ in entry if n not in names]
+        why = (
+            f"{', '.join(unknown)} is not a value a config sets (those are {', '.join(names)})"
+            if unknown
+            else "no candidate config sets these values (is each in the space?)"
+        )
+        raise RecipeError(recipe.path, f"{kr.where}.tune.first[{i}]", why)
+
+
 def _env(
     recipe: Recipe,
     kr: KernelRecipe,

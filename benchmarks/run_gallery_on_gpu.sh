@@ -26,9 +26,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noh
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$summary" 2>&1
 
 pack() {  # after every stage, so a call cut short still sends back what it had; the bundles
-  # rebuild from their tuning databases, byte for byte: not sent back
+  # rebuild from their tuning databases, byte for byte: sent back only with BUNDLES=1
   (cd "$W" && tar czf "$OUT/gallery.tar.gz" logs bench bundles/*.report.md bundles/*.tunedb.jsonl \
-    bundles/*.report 2>/dev/null)
+    bundles/*.report ${BUNDLES:+bundles/*.aotc} 2>/dev/null)
 }
 trap 'pack; cat "$summary"' EXIT
 

@@ -188,11 +188,22 @@ def test_host_values_are_pinned_and_none_tests_become_per_call_values(
 def test_the_default_specialization_is_the_jits_for_the_example() -> None:
     plan = make_plan(load(DATA / "shipped.toml"))
     mm = next(i for i in plan.instances if i.kernel.name == "mm")
-    special = dict(mm.specs[0].assume)
+    top, special = (dict(s.assume) for s in mm.specs[:2])
     # Strides of 1 are compiled in as 1; pointers and multiples of 16 as divisible by 16;
-    # the bucket key M is left free.
+    # the bucket key M left free, and first the same with M divisible by 16, as the JIT
+    # compiles a call at M = 4096.
     assert special["sak"] == 1 and special["scn"] == 1 and special["sam"] == 16
     assert special["a_ptr"] == 16 and "M" not in special
+    assert top == {**special, "M": 16}
+
+
+def test_a_call_at_a_multiple_of_16_runs_the_variant_that_assumes_it(
+    shipped: Path, fake: FakeLib
+) -> None:
+    mm = loader.open(shipped)["mm"]
+    at, between = mm.variant_for(*mm_args(64)), mm.variant_for(*mm_args(50))
+    assert at.assume["M"] == 16 and "M" not in between.assume
+    assert {**between.assume, "M": 16} == dict(at.assume) and at.meta == between.meta
 
 
 def test_a_shape_call_value_refuses_a_tensor_of_another_rank(shipped: Path, fake: FakeLib) -> None:

@@ -393,3 +393,54 @@ def test_the_baseline_runs_at_the_buckets_sizes_expressions_included(
     baselines = [q for q in worker.requests if q["op"] == "baseline"]
     assert baselines
     assert all(q["sizes"]["half"] == q["sizes"]["n"] // 2 for q in baselines), baselines[0]["sizes"]
+
+
+def test_the_recipes_first_configs_are_measured_first_in_every_bucket(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """`tune.first` (an author's own table): measured in every bucket before the search,
+    so a best config the search's order would reach late, or never, is found."""
+    recipe = recipe_dir / "tune.toml"
+    text = recipe.read_text()
+    recipe.write_text(text.replace("budget = 12\npatience = 6", "budget = 12\npatience = 2\n"
+                                   "first = [{ num_warps = 1, BLOCK = 1024 }]"))  # fmt: skip
+    worker = FakeWorker(table=_trap)
+    r = tune_build(recipe_dir, tmp_path, worker)
+    benches = [q for q in worker.requests if q["op"] == "bench"]
+    for n in (4096, 1048576):
+        first = next(q for q in benches if q["sizes"]["n"] == n)
+        v = first["spec"]["instances"][0]["variants"][0]
+        assert (v["meta"]["BLOCK"], v["num_warps"]) == (1024, 1), n
+    (h100,) = [i for i in manifest_of(r.bundle).kernels[0].instances if i.target == "H100"]
+    for choice in h100.choices:
+        v = h100.variants[choice.variants[0]]
+        assert (v.meta["BLOCK"], v.num_warps) == (1024, 1), choice.bucket
+
+
+@pytest.mark.parametrize(
+    ("first", "error"),
+    [
+        (
+            "[{ BLOCK = 1024, num_warps = 3 }]",
+            "first[0]: no candidate config sets these values (is each in the space?)",
+        ),
+        (
+            "[{ BLOCK = 256 }, { BLOK = 1024 }]",
+            "first[1]: BLOK is not a value a config sets (those are BLOCK, num_stages, num_warps)",
+        ),
+        ("{ BLOCK = 1024 }", "tune.first: must be a non-empty list of configs"),
+        ("[1024]", "tune.first[0]: must be a table of the values a config sets"),
+        ("[{ BLOCK = [1024] }]", "tune.first[0].BLOCK: [1024]: a config's value is a number"),
+    ],
+)
+def test_a_first_config_the_space_lacks_is_refused_by_name(
+    recipe_dir: Path, first: str, error: str
+) -> None:
+    from aot.plan import make_plan
+    from aot.recipe import RecipeError, load
+
+    recipe = recipe_dir / "tune.toml"
+    recipe.write_text(recipe.read_text().replace("budget = 12", f"first = {first}\nbudget = 12"))
+    with pytest.raises(RecipeError) as err:
+        make_plan(load(recipe))
+    assert error in str(err.value)

@@ -124,13 +124,20 @@ def example_specializations(
       example value is — except bucket keys and the integers that change with them (they
       change from call to call), and what the author keeps from specializing
       (``do_not_specialize``); a listed size is divisible by 16 if all its values are;
+    - first, where it assumes more, the same with every integer bucket key divisible by
+      16, as the JIT specialises a call at M = 4096: a bucket's calls at multiples of 16
+      (its bounds, mostly) run that variant, the others the next one;
     - and, where that assumes more, the same with pointers and ones only: a call at
       another size (a hint, not a limit) then still gets aligned loads.
     """
     ints = example.ints()
     full: dict[str, int] = {}
+    keys: dict[str, int] = {}
     for p in kernel.runtime:
         t = signature.get(p.name, "")
+        if p.name in buckets and t in INT_TYPES and t not in ("i1", "u1") and p.specialize \
+                and p.align:  # fmt: skip
+            keys[p.name] = 16
         if p.name in listed and p.specialize and p.align:
             # A size listed with exact values (row widths): divisible by 16 if all are,
             # which is what vectorises a row's masked loads.
@@ -148,7 +155,9 @@ def example_specializations(
             elif x % 16 == 0 and p.align:
                 full[p.name] = 16
     aligned = {n: k for n, k in full.items() if k == 1 or signature[n].startswith("*")}
-    profiles = [full] if full else []
+    profiles = [{**full, **keys}] if keys else []
+    if full:
+        profiles.append(full)
     if aligned and aligned != full:
         profiles.append(aligned)
     return tuple(profiles)

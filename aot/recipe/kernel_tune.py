@@ -15,7 +15,7 @@ from .validate import Validator
 
 TUNE_KEYS = (
     "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
-    "flops", "bytes", "baseline", "tolerance", "predict", "in_place",
+    "flops", "bytes", "baseline", "tolerance", "predict", "in_place", "first",
 )  # fmt: skip
 STRATEGIES = ("model", "bayes", "random", "grid")
 PREDICTORS = ("heuristic", "cost-model")  # what picks a config where no GPU measured one
@@ -46,6 +46,9 @@ class TuneSettings:
     # Outputs the kernel updates in place, some elements only (a KV cache at the tokens'
     # slots): verification starts them from the inputs' contents instead of NaN.
     in_place: tuple[str, ...] = ()
+    # Configs measured in every bucket before the search (an author's launcher table or
+    # tuned JSON file), each as the values it sets; the plan checks each is a candidate.
+    first: tuple[tuple[tuple[str, Any], ...], ...] = ()
 
 
 def parse_tune(
@@ -75,11 +78,29 @@ def parse_tune(
         out["in_place"] = tuple(v.choices(t["in_place"], f"{key}.in_place", pointers,
                                           "pointer arguments", "a pointer argument",
                                           '["cache_ptr"]'))  # fmt: skip
+    if "first" in t:
+        out["first"] = _first(v, t["first"], f"{key}.first")
     if "predict" in t:
         out["predict"] = _choice(v, t["predict"], f"{key}.predict", PREDICTORS)
         if out["predict"] == "cost-model":
             out = {**LEARNED_PATIENCE, **out}  # a recipe's own patience wins
     return TuneSettings(**out)
+
+
+def _first(v: Validator, raw: Any, key: str) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    example = "[{ BLOCK_M = 64, BLOCK_N = 128, num_warps = 4, num_stages = 3 }]"
+    if not isinstance(raw, list) or not raw:
+        v.fail(key, f"must be a non-empty list of configs, e.g. {example}")
+    out = []
+    for i, entry in enumerate(raw):
+        if not isinstance(entry, dict) or not entry:
+            v.fail(f"{key}[{i}]", f"must be a table of the values a config sets, e.g. {example}")
+        for name, value in entry.items():
+            if not isinstance(value, int | float | str):
+                v.fail(f"{key}[{i}].{name}", f"{value!r}: a config's value is a number, "
+                       "a boolean or a string")  # fmt: skip
+        out.append(tuple(sorted(entry.items())))
+    return tuple(out)
 
 
 def _strategy(v: Validator, raw: Any, key: str) -> str:

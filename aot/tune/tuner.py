@@ -174,7 +174,10 @@ class Tuner(Measurer):
         ranked = rank(inst, bucket)
         # A bucket warm-started from its neighbour's best has found its region already.
         patience = min(t.patience, t.warm_patience) if warm else t.patience
-        search = self._search(inst, bucket, ranked, patience=patience, seed=seed, warm=warm)
+        # The recipe's `first` configs (an author's own table), where the bucket allows them.
+        first = [c for entry in t.first for c in ranked if c.sets(entry)]
+        search = self._search(inst, bucket, ranked, patience=patience, seed=seed,
+                              warm=[*first, *warm])  # fmt: skip
         while (config := search.ask()) is not None:
             ms, benchmarked = self.measure(inst, bucket, config, worker)
             search.tell(config, ms, benchmarked=benchmarked)
