@@ -134,3 +134,27 @@ def test_every_candidate_config_gets_the_same_random_inputs(tmp_path: Path) -> N
     for x, y in zip(a, b, strict=True):
         assert torch.equal(x[0], y[0])
     assert not torch.equal(a[0][0], a[1][0])
+
+
+def test_draws_time_a_config_on_several_independent_inputs(tmp_path: Path) -> None:
+    """`tune.draws`: work that depends on the data (an MoE's routing) is timed over several
+    draws in rotation, the same draws for every config, even where one set misses L2."""
+    torch = pytest.importorskip("torch")
+    from collections import OrderedDict
+
+    from aot.tune.worker import Worker
+
+    (tmp_path / "inputs.py").write_text(
+        "import torch\n"
+        "def make(sizes, dtypes, config):\n"
+        "    return [torch.randint(0, 8, (sizes['n'],)), config['BLOCK']]\n"
+    )
+    w = Worker.__new__(Worker)
+    w.torch, w.l2, w.inputs = torch, 64, OrderedDict()  # no set fits: no copies for L2
+    ref = f"{tmp_path / 'inputs.py'}:make"
+    assert len(w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 16})) == 1
+    a = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 16}, draws=4)
+    b = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 32}, draws=4)
+    assert len(a) == len(b) == 4
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(a, b, strict=True))
+    assert len({tuple(s[0].tolist()) for s in a}) == 4

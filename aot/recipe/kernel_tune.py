@@ -15,7 +15,7 @@ from .validate import Validator
 
 TUNE_KEYS = (
     "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
-    "flops", "bytes", "baseline", "tolerance", "predict", "in_place", "first",
+    "flops", "bytes", "baseline", "tolerance", "predict", "in_place", "first", "draws",
 )  # fmt: skip
 STRATEGIES = ("model", "bayes", "random", "grid")
 PREDICTORS = ("heuristic", "cost-model")  # what picks a config where no GPU measured one
@@ -24,7 +24,7 @@ PREDICTORS = ("heuristic", "cost-model")  # what picks a config where no GPU mea
 # 3% of the best in 9 benchmarks cold, 6 warm, against 39 and 17 with the heuristic's order).
 LEARNED_PATIENCE = {"patience": 8, "warm_patience": 4}
 _COUNTS = (("budget", 1), ("patience", 1), ("warm_patience", 1), ("seed", 0), ("finalists", 1),
-           ("rounds", 1))  # fmt: skip
+           ("rounds", 1), ("draws", 1))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class TuneSettings:
     seed: int = 0
     finalists: int = 5  # re-measured interleaved, and verified, before choosing
     rounds: int = 5
+    # Independent draws of `inputs` a config is timed on, in rotation: for work that
+    # depends on the data (an MoE's routing decides how many experts' weights are read).
+    draws: int = 1
     flops: Expr | None = None  # work per call, for TFLOP/s in the report
     bytes: Expr | None = None  # bytes moved per call, for GB/s
     baseline: str | None = None  # "path.py:function" doing the same work another way

@@ -121,6 +121,7 @@ class Measurer:
             "target": inst.target.name,
             "dtypes": dict(inst.dtypes),
             "inputs": self._abs(inst.kernel.inputs),
+            "draws": inst.kernel.tune.draws,
             # @triton.autotune's reset_to_zero / restore_value, honoured around each launch
             "reset": list(inst.kernel.autotune.reset_to_zero) if inst.kernel.autotune else [],
             "restore": list(inst.kernel.autotune.restore_value) if inst.kernel.autotune else [],
@@ -214,6 +215,7 @@ class Measurer:
             "op": "baseline",
             "fn": self._abs(inst.kernel.tune.baseline),
             "inputs": self._abs(inst.kernel.inputs),
+            "draws": inst.kernel.tune.draws,
             "sizes": at["sizes"],
             "config": at["config"],
             "dtypes": dict(inst.dtypes),

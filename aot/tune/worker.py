@@ -68,21 +68,25 @@ class Worker:
         sizes: dict[str, int],
         dtypes: dict[str, str],
         config: dict[str, Any] | None = None,
+        draws: int = 1,
     ) -> list[list[Any]]:
+        """The input sets a problem is timed on, in rotation: ``draws`` independent draws
+        (for work that depends on the data, an MoE's routing), and more copies where one
+        fits in L2."""
         make = with_config(load_function(ref), config)
         # Inputs that do not depend on the config are shared by every candidate.
         mine = config if isinstance(make, functools.partial) else None
         problem = repr((ref, sorted(sizes.items()), sorted(dtypes.items())))
-        key = repr((problem, mine))
+        key = repr((problem, mine, draws))
         sets = self.inputs.get(key)
         if sets is None:
             first = self._made(make, sizes, dtypes, problem, 0)
             sets = [first]
             # Rotate among copies when one set fits in L2, so repetitions read cold data.
             n = self._nbytes(first)
-            if 0 < n * 2 <= self.l2:
-                count = min(8, self.l2 // n)
-                sets += [self._made(make, sizes, dtypes, problem, i + 1) for i in range(count)]
+            count = min(8, self.l2 // n) if 0 < n * 2 <= self.l2 else 0
+            count = max(count, draws - 1)
+            sets += [self._made(make, sizes, dtypes, problem, i + 1) for i in range(count)]
             self.inputs[key] = sets
             while len(self.inputs) > 3:
                 self.inputs.popitem(last=False)
@@ -173,7 +177,9 @@ class Worker:
     # -- requests ---------------------------------------------------------------------
     def bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         k = self.kernel(msg)
-        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"))
+        sets = self.input_sets(
+            msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"), msg.get("draws", 1)
+        )
         sets = [_bound(a, k, msg["dtypes"]) for a in sets]
         call = msg.get("call", {})
         variant = k.variant_for(*sets[0], **call).id
@@ -189,7 +195,9 @@ class Worker:
 
     def baseline(self, msg: dict[str, Any]) -> dict[str, Any]:
         fn = load_function(msg["fn"])
-        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"))
+        sets = self.input_sets(
+            msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"), msg.get("draws", 1)
+        )
         samples = self.time(lambda a: fn(*a), sets, msg.get("target_ms", TARGET_MS))
         return {"ok": True, "samples": samples, "ms": statistics.median(samples)}
 
