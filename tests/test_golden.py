@@ -26,10 +26,10 @@ GOLDEN = {
     ("example", None): "37bdc0fa299d53f1adaf19b7bd9e94e141209311e7b48ac8e1e59112fe04de29",
     # Built on the H200 by benchmarks/run_gallery_on_gpu.sh (these digests are the ones it
     # printed): a CPU build with the GPU runner's tuning database ships the GPU's bytes.
-    ("gallery/softmax", "h200-gallery/softmax"):
-        "8f992e325a9043da945f69232a0850d168921df55fac83f202878edcf1623a3f",
-    ("gallery/rmsnorm", "h200-gallery/rmsnorm"):
-        "8938fc35f7ca43439ed1166a4dbb2f52304135293825f470b76c738cbe5a914e",
+    ("gallery/softmax", "h200-gallery-keys16/softmax"):
+        "1a9bf764152fdc1c744a0c21d3484bd0f2c491861f2cc0b7fb540d94e57978bd",
+    ("gallery/rmsnorm", "h200-gallery-keys16/rmsnorm"):
+        "07055154de4e31d1a3ab8579ad6e5c1cd43447e59ee2ba4d1a35331c1a29ae2d",
     ("mlp", None): "6e147963af9acd2419ab9fb0a1be90d1ca17f08765a0e0c3caf214563f9a5bd1",
     # The H200's bytes (benchmarks/run_example_op_on_gpu.sh printed them), its op's routes
     # included: the run read h200-example's records and added h200-example-op's.
