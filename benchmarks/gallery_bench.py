@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import itertools
 import json
 import os
 import statistics
@@ -43,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,36 +117,36 @@ def steady_row(
     dtype = dtype_of(table)
     kernel = bundle[name]
     # Work that depends on the data (the MoE's routing: how many experts' weights a few
-    # tokens read) is timed over the recipe's `tune.draws` draws in rotation, both sides
-    # on the same ones, as the tuner timed it.
+    # tokens read) is timed on each of the recipe's `tune.draws` draws, both sides on the
+    # same ones, and the draws' times averaged, as the tuner times it.
     draws = int(table.get("tune", {}).get("draws", 1))
     calls = [ref.call_args(name, sizes, {"T": dtype}, kernel.launch_config) for _ in range(draws)]
     args = calls[0]
     keywords = ref.call_keywords(name, sizes, kernel)
     params = ref.kernel_params(name)
-    turn = itertools.cycle(range(draws))
-    each = [conv.jit(a) for a in calls]
 
-    def ours() -> None:
-        call = calls[next(turn)]
-        for p in conv.zeroed:
-            call[params.index(p)].zero_()
-        kernel(*call, **keywords)
+    def launcher(call: list[Any]) -> Callable[[], None]:
+        def run() -> None:
+            for p in conv.zeroed:
+                call[params.index(p)].zero_()
+            kernel(*call, **keywords)
 
-    def theirs() -> Any:
-        return each[next(turn)]()
+        return run
 
-    jit_out = each[0]()  # compiles and autotunes (or reads Triton's caches)
-    for _ in range(draws):
-        ours()
+    mine = [launcher(c) for c in calls]
+    each = [conv.jit(c) for c in calls]
+    ours, theirs = mine[0], each[0]
+    jit_out = theirs()  # compiles and autotunes (or reads Triton's caches)
+    ours()
     torch.cuda.synchronize()
     match = _outputs_match(ref, name, args, jit_out)
     ours_ms: list[float] = []
     theirs_ms: list[float] = []
     for i in range(repeats):  # the two back to back, who goes first alternating
-        order = ((ours, ours_ms), (theirs, theirs_ms))
-        for fn, times in order if i % 2 == 0 else reversed(order):
-            times.append(triton.testing.do_bench(fn, return_mode="median"))
+        order = ((mine, ours_ms), (each, theirs_ms))
+        for fns, times in order if i % 2 == 0 else reversed(order):
+            times.append(statistics.fmean(triton.testing.do_bench(f, return_mode="median")
+                                          for f in fns))  # fmt: skip
     row = {
         "kernel": name,
         "dtype": dtype,

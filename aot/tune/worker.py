@@ -186,12 +186,8 @@ class Worker:
         before, after = self.hooks(msg, [p.name for p in k.params])
         samples = self.time(lambda a: k(*a, **call), sets, msg.get("target_ms", TARGET_MS),
                             before, after)  # fmt: skip
-        return {
-            "ok": True,
-            "samples": samples,
-            "ms": statistics.median(samples),
-            "variant": variant,
-        }
+        return {"ok": True, "samples": samples, "ms": _typical(samples, len(sets), msg),
+                "variant": variant}  # fmt: skip
 
     def baseline(self, msg: dict[str, Any]) -> dict[str, Any]:
         fn = load_function(msg["fn"])
@@ -199,7 +195,7 @@ class Worker:
             msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"), msg.get("draws", 1)
         )
         samples = self.time(lambda a: fn(*a), sets, msg.get("target_ms", TARGET_MS))
-        return {"ok": True, "samples": samples, "ms": statistics.median(samples)}
+        return {"ok": True, "samples": samples, "ms": _typical(samples, len(sets), msg)}
 
     def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
         torch = self.torch
@@ -281,6 +277,18 @@ def _poison(torch: Any, t: Any, zero: bool) -> None:
 def _tensor(arg: Any) -> Any:
     """The tensor behind an argument: a host TensorDescriptor's base, else the argument."""
     return arg.base if is_host_descriptor(arg) else arg
+
+
+def _typical(samples: list[float], sets: int, msg: dict[str, Any]) -> float:
+    """A measurement's time: the median launch; over ``tune.draws`` draws of the inputs, the
+    mean of each draw's median (the launches rotate over the sets: ``samples[d::sets]``).
+    The median of the mixture would jump between the draws' times from one measurement to
+    the next."""
+    if msg.get("draws", 1) <= 1:
+        return statistics.median(samples)
+    return statistics.fmean(
+        statistics.median(samples[d::sets]) for d in range(min(sets, len(samples)))
+    )
 
 
 def _bound(args: list[Any], kernel: Any, binding: dict[str, str]) -> list[Any]:
