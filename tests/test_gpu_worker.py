@@ -158,3 +158,13 @@ def test_draws_time_a_config_on_several_independent_inputs(tmp_path: Path) -> No
     assert len(a) == len(b) == 4
     assert all(torch.equal(x[0], y[0]) for x, y in zip(a, b, strict=True))
     assert len({tuple(s[0].tolist()) for s in a}) == 4
+
+
+def test_a_time_over_draws_is_the_mean_of_each_draws_median() -> None:
+    """Launches rotate over the draws; the median of the mixture would be one draw's time
+    or another's depending on the count, the mean of the draws' medians is steady."""
+    from aot.tune.worker import _typical
+
+    samples = [1.0, 2.0, 9.0, 10.0] * 5 + [1.0, 2.0]  # 4 draws, the first two once more
+    assert _typical(samples, 4, {"draws": 4}) == (1.0 + 2.0 + 9.0 + 10.0) / 4
+    assert _typical(samples, 4, {}) == 2.0  # one draw: the median launch
