@@ -444,3 +444,24 @@ def test_a_first_config_the_space_lacks_is_refused_by_name(
     with pytest.raises(RecipeError) as err:
         make_plan(load(recipe))
     assert error in str(err.value)
+
+
+def test_a_new_more_specialized_variant_is_measured_not_the_old_records_reused(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A recipe that adds a variant a call would now run first (here: n divisible by 16,
+    which the buckets' bounds are) keeps the old variants planned; their records must not
+    stand for the config, whose calls now run the new one."""
+    a = tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
+    db = Path(str(a.bundle).replace(".aotc", ".tunedb.jsonl"))
+    assert all("planned" in r.extra for r in read(db) if r.kind == "bench")
+    recipe = recipe_dir / "tune.toml"
+    specs = 'specializations = [{ "*" = 16 }, { "*" = 16, n = 0 }]\n'
+    recipe.write_text(recipe.read_text().replace("[kernel.space]", specs + "[kernel.space]"))
+    again = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: again)
+    build(recipe, tmp_path / "b.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
+    benches = [r for r in again.requests if r["op"] == "bench"]
+    assert benches, "the old variants' times were reused"
+    for r in benches:  # each offers the new variant, which a call at a bound runs
+        assert any(v["assume"].get("n") == 16 for v in r["spec"]["instances"][0]["variants"])

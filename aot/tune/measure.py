@@ -9,6 +9,7 @@ database as it is taken, and read back instead of measured again.
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -77,11 +78,17 @@ class Measurer:
 
     @staticmethod
     def _current(known: Record, inst: Instance, config: Config) -> bool:
-        """Whether a stored measurement is of a variant the recipe still compiles for the
-        config. Its key names the config, not the variant that ran, so after a change of
-        ``specializations`` a database holds the old variants' times under config ids still
-        planned (a stride specialised since runs several times faster): those are measured
-        again, and the new record replaces the old."""
+        """Whether a stored measurement is of the variant a call would run today. Its key
+        names the config, not the variants, so after a change of ``specializations`` a
+        database holds the old variants' times under config ids still planned (a stride
+        specialised since runs several times faster; a new, more specialized variant the
+        call would now run instead). A record names the variants the config was compiled
+        to (``planned``): the same set dispatches the call the same way. A record from
+        before that field was kept is current if the variant that ran is still planned.
+        Others are measured again, and the new record replaces the old."""
+        planned = known.extra.get("planned")
+        if planned is not None:
+            return bool(planned == _planned(inst, config))
         ran = known.extra.get("variant")
         return ran is None or ran in variant_ids(inst, config)
 
@@ -128,17 +135,18 @@ class Measurer:
             "in_place": list(inst.kernel.tune.in_place),
         }
 
-    def _store(self, rec: Record, reply: dict[str, Any]) -> Record:
+    def _store(self, rec: Record, reply: dict[str, Any], **extra: str) -> Record:
         if self._stopped.is_set():
             raise cf.CancelledError("tuning was stopped")
+        kept: dict[str, Any] = {k: reply[k] for k in ("error", "tolerance", "variant", "checks")
+                                if k in reply}  # fmt: skip
         done = Record(**{
             **rec.__dict__,
             "ok": bool(reply.get("ok")),
             "ms": reply.get("ms"),
             "samples": tuple(round(x, 6) for x in reply.get("samples", ())),
             "reason": str(reply.get("reason", "")),
-            "extra": {k: reply[k] for k in ("error", "tolerance", "variant", "checks")
-                      if k in reply},
+            "extra": {**kept, **extra},
         })  # fmt: skip
         self.db.add(done)
         with self._lock:
@@ -171,7 +179,7 @@ class Measurer:
         msg.update(op="bench", **self._at(inst, problem(inst, bucket), config))
         if kind == FINAL:
             msg["target_ms"] = FINAL_TARGET_MS
-        rec = self._store(probe, worker.request(msg))
+        rec = self._store(probe, worker.request(msg), planned=_planned(inst, config))
         return (rec.ms if rec.ok else None), True
 
     def verify(
@@ -228,3 +236,8 @@ def triton_version() -> str:
     import triton
 
     return str(triton.__version__)
+
+
+def _planned(inst: Instance, config: Config) -> str:
+    """The variants ``config`` is compiled to, as a short digest of their ids."""
+    return hashlib.sha256(" ".join(sorted(variant_ids(inst, config))).encode()).hexdigest()[:12]
