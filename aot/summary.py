@@ -76,6 +76,10 @@ def describe_kernel(insts: list[Instance]) -> list[str]:
     out.append(f"  buckets ({len(insts[0].buckets)}): {keys}")
     where = "@triton.autotune's configs" if kr.configs else "the product of space"
     out.append(f"  search space: {len(configs_of(kr))} configs ({where})")
+    if kr.tune.first:
+        out.append(f"  measured first in every bucket: {len(kr.tune.first)} configs (tune.first)")
+    if kr.tune.draws > 1:
+        out.append(f"  each config timed over {kr.tune.draws} draws of inputs (tune.draws)")
     for name, e in kr.derived.items():
         how = "@triton.heuristics" if name in kr.heuristics else "derived"
         out.append(f"  per call: {name} = {e.text} ({how})")

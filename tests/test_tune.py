@@ -465,3 +465,14 @@ def test_a_new_more_specialized_variant_is_measured_not_the_old_records_reused(
     assert benches, "the old variants' times were reused"
     for r in benches:  # each offers the new variant, which a call at a bound runs
         assert any(v["assume"].get("n") == 16 for v in r["spec"]["instances"][0]["variants"])
+
+
+def test_the_plan_says_which_configs_come_first_and_over_how_many_draws() -> None:
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from aot.summary import describe_plan
+
+    root = Path(__file__).resolve().parents[1]
+    text = describe_plan(make_plan(load(root / "recipes" / "gallery" / "moe.toml")))
+    assert "measured first in every bucket: 6 configs (tune.first)" in text
+    assert "each config timed over 4 draws of inputs (tune.draws)" in text
