@@ -4,6 +4,7 @@ a restart, never the build."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -93,7 +94,6 @@ def test_inputs_and_reference_receive_the_candidates_config_where_they_take_one(
     kernel's ranges of MIN_SPLIT tokens) may depend on a meta-parameter: the tuner passes
     the candidate's config to ``inputs`` and ``reference`` that take ``config``, and calls
     the others as before."""
-    from typing import Any
 
     from aot.tune.worker import with_config
 
@@ -109,24 +109,30 @@ def test_inputs_and_reference_receive_the_candidates_config_where_they_take_one(
     assert with_config(takes, None)(1) == ((1,), None)
 
 
+def _worker(tmp_path: Path, tensor: str, l2: int) -> tuple[Any, str]:
+    """A worker's input side (no GPU) and an ``inputs`` taking the config, whose first
+    value is ``tensor`` (an expression of ``sizes``) and second the config's BLOCK."""
+    from collections import OrderedDict
+
+    import torch
+
+    from aot.tune.worker import Worker
+
+    (tmp_path / "inputs.py").write_text(
+        f"import torch\ndef make(sizes, dtypes, config):\n    return [{tensor}, config['BLOCK']]\n"
+    )
+    w = Worker.__new__(Worker)
+    w.torch, w.l2, w.inputs = torch, l2, OrderedDict()
+    return w, f"{tmp_path / 'inputs.py'}:make"
+
+
 def test_every_candidate_config_gets_the_same_random_inputs(tmp_path: Path) -> None:
     """An ``inputs`` that takes the config (an MoE aligning its random routing to the block
     size) must draw the same random data for every candidate: drawn afresh, a few tokens
     reach a different number of experts per candidate, and the timings compare different
     work. Input sets past the first (rotated for a cold L2) differ from each other."""
     torch = pytest.importorskip("torch")
-    from collections import OrderedDict
-
-    from aot.tune.worker import Worker
-
-    (tmp_path / "inputs.py").write_text(
-        "import torch\n"
-        "def make(sizes, dtypes, config):\n"
-        "    return [torch.randn(sizes['n']), config['BLOCK']]\n"
-    )
-    w = Worker.__new__(Worker)
-    w.torch, w.l2, w.inputs = torch, 1 << 20, OrderedDict()
-    ref = f"{tmp_path / 'inputs.py'}:make"
+    w, ref = _worker(tmp_path, "torch.randn(sizes['n'])", l2=1 << 20)
     a = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 16})
     b = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 32})
     assert [s[1] for s in a[:1] + b[:1]] == [16, 32]  # each laid out for its own config
@@ -140,18 +146,7 @@ def test_draws_time_a_config_on_several_independent_inputs(tmp_path: Path) -> No
     """`tune.draws`: work that depends on the data (an MoE's routing) is timed over several
     draws in rotation, the same draws for every config, even where one set misses L2."""
     torch = pytest.importorskip("torch")
-    from collections import OrderedDict
-
-    from aot.tune.worker import Worker
-
-    (tmp_path / "inputs.py").write_text(
-        "import torch\n"
-        "def make(sizes, dtypes, config):\n"
-        "    return [torch.randint(0, 8, (sizes['n'],)), config['BLOCK']]\n"
-    )
-    w = Worker.__new__(Worker)
-    w.torch, w.l2, w.inputs = torch, 64, OrderedDict()  # no set fits: no copies for L2
-    ref = f"{tmp_path / 'inputs.py'}:make"
+    w, ref = _worker(tmp_path, "torch.randint(0, 8, (sizes['n'],))", l2=64)  # no L2 copies
     assert len(w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 16})) == 1
     a = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 16}, draws=4)
     b = w.input_sets(ref, {"n": 64}, {"T": "fp32"}, {"BLOCK": 32}, draws=4)
