@@ -454,7 +454,7 @@ def test_a_new_more_specialized_variant_is_measured_not_the_old_records_reused(
     stand for the config, whose calls now run the new one."""
     a = tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
     db = Path(str(a.bundle).replace(".aotc", ".tunedb.jsonl"))
-    assert all("planned" in r.extra for r in read(db) if r.kind == "bench")
+    assert all("setup" in r.extra for r in read(db) if r.kind == "bench")
     recipe = recipe_dir / "tune.toml"
     specs = 'specializations = [{ "*" = 16 }, { "*" = 16, n = 0 }]\n'
     recipe.write_text(recipe.read_text().replace("[kernel.space]", specs + "[kernel.space]"))
@@ -476,3 +476,17 @@ def test_the_plan_says_which_configs_come_first_and_over_how_many_draws() -> Non
     text = describe_plan(make_plan(load(root / "recipes" / "gallery" / "moe.toml")))
     assert "measured first in every bucket: 6 configs (tune.first)" in text
     assert "each config timed over 4 draws of inputs (tune.draws)" in text
+
+
+def test_times_over_another_number_of_draws_are_taken_again(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    a = tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
+    db = Path(str(a.bundle).replace(".aotc", ".tunedb.jsonl"))
+    recipe = recipe_dir / "tune.toml"
+    recipe.write_text(recipe.read_text().replace("budget = 12", "draws = 3\nbudget = 12"))
+    again = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: again)
+    build(recipe, tmp_path / "b.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
+    benches = [r for r in again.requests if r["op"] == "bench"]
+    assert benches and all(r["draws"] == 3 for r in benches)

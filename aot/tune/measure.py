@@ -82,13 +82,14 @@ class Measurer:
         names the config, not the variants, so after a change of ``specializations`` a
         database holds the old variants' times under config ids still planned (a stride
         specialised since runs several times faster; a new, more specialized variant the
-        call would now run instead). A record names the variants the config was compiled
-        to (``planned``): the same set dispatches the call the same way. A record from
-        before that field was kept is current if the variant that ran is still planned.
-        Others are measured again, and the new record replaces the old."""
-        planned = known.extra.get("planned")
-        if planned is not None:
-            return bool(planned == _planned(inst, config))
+        call would now run instead), or times taken over another number of ``tune.draws``.
+        A record names how it was measured (``setup``: the variants the config was compiled
+        to, which dispatch a call the same way, and the draws). A record from before that
+        field was kept is current if the variant that ran is still planned. Others are
+        measured again, and the new record replaces the old."""
+        setup = known.extra.get("setup")
+        if setup is not None:
+            return bool(setup == _setup(inst, config))
         ran = known.extra.get("variant")
         return ran is None or ran in variant_ids(inst, config)
 
@@ -179,7 +180,7 @@ class Measurer:
         msg.update(op="bench", **self._at(inst, problem(inst, bucket), config))
         if kind == FINAL:
             msg["target_ms"] = FINAL_TARGET_MS
-        rec = self._store(probe, worker.request(msg), planned=_planned(inst, config))
+        rec = self._store(probe, worker.request(msg), setup=_setup(inst, config))
         return (rec.ms if rec.ok else None), True
 
     def verify(
@@ -238,6 +239,8 @@ def triton_version() -> str:
     return str(triton.__version__)
 
 
-def _planned(inst: Instance, config: Config) -> str:
-    """The variants ``config`` is compiled to, as a short digest of their ids."""
-    return hashlib.sha256(" ".join(sorted(variant_ids(inst, config))).encode()).hexdigest()[:12]
+def _setup(inst: Instance, config: Config) -> str:
+    """How ``config`` is measured, as a short digest: the ids of the variants it is
+    compiled to, and the number of draws of the inputs."""
+    text = " ".join([*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
