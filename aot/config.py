@@ -54,8 +54,9 @@ class Config:
         return out
 
     def sets(self, values: Sequence[tuple[str, Any]]) -> bool:
-        """Whether this config sets every one of ``values`` (a recipe's ``tune.first``)."""
-        mine = self.values()
+        """Whether this config sets every one of ``values`` (a recipe's ``tune.first``);
+        ``num_ctas = 1`` matches the default."""
+        mine: dict[str, Any] = {"num_ctas": self.num_ctas, **self.values()}
         return all(
             n in mine and mine[n] == x and isinstance(mine[n], bool) == isinstance(x, bool)
             for n, x in values

@@ -402,8 +402,10 @@ def test_the_recipes_first_configs_are_measured_first_in_every_bucket(
     so a best config the search's order would reach late, or never, is found."""
     recipe = recipe_dir / "tune.toml"
     text = recipe.read_text()
-    recipe.write_text(text.replace("budget = 12\npatience = 6", "budget = 12\npatience = 2\n"
-                                   "first = [{ num_warps = 1, BLOCK = 1024 }]"))  # fmt: skip
+    first = "first = [{ num_warps = 1, BLOCK = 1024, num_ctas = 1 }]"  # num_ctas: the default
+    recipe.write_text(
+        text.replace("budget = 12\npatience = 6", f"budget = 12\npatience = 2\n{first}")
+    )
     worker = FakeWorker(table=_trap)
     r = tune_build(recipe_dir, tmp_path, worker)
     benches = [q for q in worker.requests if q["op"] == "bench"]
