@@ -433,6 +433,8 @@ def test_the_recipes_first_configs_are_measured_first_in_every_bucket(
         ("{ BLOCK = 1024 }", "tune.first: must be a non-empty list of configs"),
         ("[1024]", "tune.first[0]: must be a table of the values a config sets"),
         ("[{ BLOCK = [1024] }]", "tune.first[0].BLOCK: [1024]: a config's value is a number"),
+        ('"missing.json"', "tune.first: cannot read"),
+        ('"tune.toml"', "tune.toml is not JSON"),
     ],
 )
 def test_a_first_config_the_space_lacks_is_refused_by_name(
@@ -492,3 +494,17 @@ def test_times_over_another_number_of_draws_are_taken_again(
     build(recipe, tmp_path / "b.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
     benches = [r for r in again.requests if r["op"] == "bench"]
     assert benches and all(r["draws"] == 3 for r in benches)
+
+
+def test_first_reads_an_authors_tuned_json_file(recipe_dir: Path, tmp_path: Path) -> None:
+    """A serving engine's per-GPU file: token count -> config. Its configs come first."""
+    (recipe_dir / "h100.json").write_text(
+        json.dumps({"1": {"BLOCK": 1024, "num_warps": 1}, "4096": {"BLOCK": 1024, "num_warps": 1}})
+    )
+    recipe = recipe_dir / "tune.toml"
+    recipe.write_text(recipe.read_text().replace("budget = 12", 'first = "h100.json"\nbudget = 12'))
+    worker = FakeWorker()
+    tune_build(recipe_dir, tmp_path, worker)
+    first = next(q for q in worker.requests if q["op"] == "bench")
+    v = first["spec"]["instances"][0]["variants"][0]
+    assert (v["meta"]["BLOCK"], v["num_warps"]) == (1024, 1)

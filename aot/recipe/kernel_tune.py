@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ def parse_tune(
                                           "pointer arguments", "a pointer argument",
                                           '["cache_ptr"]'))  # fmt: skip
     if "first" in t:
-        out["first"] = _first(v, t["first"], f"{key}.first")
+        out["first"] = _first(v, t["first"], f"{key}.first", root)
     if "predict" in t:
         out["predict"] = _choice(v, t["predict"], f"{key}.predict", PREDICTORS)
         if out["predict"] == "cost-model":
@@ -90,10 +91,14 @@ def parse_tune(
     return TuneSettings(**out)
 
 
-def _first(v: Validator, raw: Any, key: str) -> tuple[tuple[tuple[str, Any], ...], ...]:
+def _first(v: Validator, raw: Any, key: str, root: Path) -> tuple[tuple[tuple[str, Any], ...], ...]:
+    """A list of configs, or the path of a JSON file of them: a list, or an object whose
+    values are configs (a serving engine's tuned file, keyed by token count)."""
     example = "[{ BLOCK_M = 64, BLOCK_N = 128, num_warps = 4, num_stages = 3 }]"
+    if isinstance(raw, str):
+        raw = _configs_file(v, raw, key, root)
     if not isinstance(raw, list) or not raw:
-        v.fail(key, f"must be a non-empty list of configs, e.g. {example}")
+        v.fail(key, f"must be a non-empty list of configs, e.g. {example}, or a JSON file's path")
     out = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict) or not entry:
@@ -104,6 +109,21 @@ def _first(v: Validator, raw: Any, key: str) -> tuple[tuple[tuple[str, Any], ...
                        "a boolean or a string")  # fmt: skip
         out.append(tuple(sorted(entry.items())))
     return tuple(out)
+
+
+def _configs_file(v: Validator, name: str, key: str, root: Path) -> Any:
+    path = root / name
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        v.fail(key, f"cannot read {path}: {exc.strerror or exc}")
+    except ValueError as exc:
+        v.fail(key, f"{path} is not JSON: {exc}")
+    if isinstance(data, dict):
+        data = list(data.values())
+    if not isinstance(data, list):
+        v.fail(key, f"{path} must hold a list of configs or an object whose values are configs")
+    return data
 
 
 def _strategy(v: Validator, raw: Any, key: str) -> str:
