@@ -258,3 +258,11 @@ def test_shards_with_optional_pointers_merge_to_the_full_build(
         parts.append(out)
     merge(parts, tmp_path / "merged.aotc")
     assert (tmp_path / "merged.aotc").read_bytes() == shipped.read_bytes()
+
+
+def test_no_specialization_is_planned_twice() -> None:
+    """A listed size that is also a bucket key (rms's n_cols) is assumed divisible by 16
+    already: the bucket-key variant would repeat the JIT's, and compile each config twice."""
+    plan = make_plan(load(DATA / "shipped.toml"))
+    for inst in plan.instances:
+        assert len(set(inst.specs)) == len(inst.specs), inst.kernel.name

@@ -155,7 +155,8 @@ def example_specializations(
             elif x % 16 == 0 and p.align:
                 full[p.name] = 16
     aligned = {n: k for n, k in full.items() if k == 1 or signature[n].startswith("*")}
-    profiles = [{**full, **keys}] if keys else []
+    top = {**full, **keys}
+    profiles = [top] if top != full else []  # a listed bucket key may be assumed already
     if full:
         profiles.append(full)
     if aligned and aligned != full:
