@@ -100,13 +100,16 @@ def _import(path: Path, dotted: str | None) -> ModuleType:
     return mod
 
 
-_NO_GPU = ("cuda", "nvidia driver", "no gpu")  # what torch and triton say without one
+# What torch, triton and kernel libraries say without a GPU ("0 active drivers" is triton's,
+# "No device were detected" a kernel library's own probe).
+_NO_GPU = ("cuda", "nvidia driver", "no gpu", "no device", "active drivers")
 
 
 def import_failure(name: str, exc: BaseException) -> str:
     """The message for a kernel or recipe file whose import raised ``exc``; with a hint
     when the file reached for a GPU while being imported (a CPU-only builder has none)."""
-    text = f"importing {name} failed: {type(exc).__name__}: {exc}"
+    said = " ".join(str(exc).split())  # one line, however the library wrapped it
+    text = f"importing {name} failed: {type(exc).__name__}: {said}"
     if any(word in str(exc).lower() for word in _NO_GPU):
         text += (
             ". It seems to use the GPU while being imported, and aotc imports it on machines "

@@ -313,6 +313,23 @@ def test_an_import_failure_reads_as_plan_says_it(tmp_path: Path) -> None:
     assert hint in planned.stderr and hint in drafted.stderr
 
 
+@pytest.mark.parametrize(
+    "raised",
+    [
+        "No device were detected on your machine ! \n Please check that your driver is complete.",
+        "0 active drivers ([]). There should only be one.",
+    ],
+)
+def test_a_kernel_librarys_own_device_probe_gets_the_hint_on_one_line(
+    tmp_path: Path, raised: str
+) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text(f"raise RuntimeError({raised!r})\n")
+    r = invoke(["init", str(bad)], tmp_path / "c")
+    assert r.exit_code == 2 and "guard it with torch.cuda.is_available()" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
 def test_an_import_failure_unrelated_to_the_gpu_gets_no_gpu_hint(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("raise ValueError('a typo in the config table')\n")
