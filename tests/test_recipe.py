@@ -337,6 +337,27 @@ PLAN_CASES = [
         ["constexpr BLOCK of scale_kernel has no value"],
     ),
     (
+        "constexpr named like a call value",
+        "\n[kernel.space]\nBLOCK = [256, 1024]\n",
+        '\ncall = { BLOCK = "keyword" }\n[kernel.space]\n',
+        [
+            "scale.fixed: constexpr BLOCK of scale_kernel has no value; add it to fixed, space or "
+            "derived. To take it per call from a size, name the size otherwise and derive BLOCK "
+            'from it: call = { BLOCK_ = "shape(ARG, DIM)" } (or "keyword"), sizes = { BLOCK_ = '
+            '[...] }, derived = { BLOCK = "BLOCK_" }'
+        ],
+    ),
+    (
+        "call value named like a constexpr",
+        "\n[kernel.space]\n",
+        '\ncall = { BLOCK = "keyword" }\n[kernel.space]\n',
+        [
+            "scale.call.BLOCK: BLOCK is a constexpr parameter of scale_kernel; name the call value "
+            "otherwise and derive BLOCK from it: call = { BLOCK_ = ... }, derived = { BLOCK = "
+            '"BLOCK_" }'
+        ],
+    ),
+    (
         "meta not in fn",
         "BLOCK = [256, 1024]",
         "BLOCK = [256, 1024]\nBLOCK_M = [1]",

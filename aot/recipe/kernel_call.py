@@ -45,9 +45,13 @@ def parse_call(v: Validator, k: Mapping[str, Any], w: str, kernel: Shipped) -> d
         key = f"{w}.call.{name}"
         if not IDENT.match(name):
             v.fail(key, "a call value's name must be an identifier")
-        if name in params:
+        if name in runtime:
             v.fail(key, f"{name} is a parameter of {kernel.name}; call values are the launch "
                    "values that are not")  # fmt: skip
+        if name in params:  # a constexpr: each value its own variant, chosen per call
+            v.fail(key, f"{name} is a constexpr parameter of {kernel.name}; name the call "
+                   f'value otherwise and derive {name} from it: call = {{ {name}_ = ... }}, '
+                   f'derived = {{ {name} = "{name}_" }}')  # fmt: skip
         if raw == KEYWORD:
             out[name] = CallValue(name)
             continue

@@ -68,9 +68,23 @@ def parse_meta(v: Validator, k: Mapping[str, Any], w: str, kernel: Shipped) -> M
             fixed[name] = value
     missing = [c for c in constexprs if c not in _given(meta)]
     if missing:
-        v.fail(f"{w}.fixed", f"constexpr {missing[0]} of {kernel.name} has no value; add it to "
-               "fixed, space or derived")  # fmt: skip
+        name = missing[0]
+        said = f"constexpr {name} of {kernel.name} has no value; add it to fixed, space or derived"
+        sizes, call = k.get("sizes"), k.get("call")
+        if name in (sizes if isinstance(sizes, dict) else {}) or \
+                name in (call if isinstance(call, dict) else {}):  # fmt: skip
+            said += _per_call(name)
+        v.fail(f"{w}.fixed", said)
     return meta
+
+
+def _per_call(name: str) -> str:
+    """How a constexpr takes a size's value per call (a wrapper passing n_cols=n_cols)."""
+    return (
+        f". To take it per call from a size, name the size otherwise and derive {name} "
+        f'from it: call = {{ {name}_ = "shape(ARG, DIM)" }} (or "keyword"), sizes = '
+        f'{{ {name}_ = [...] }}, derived = {{ {name} = "{name}_" }}'
+    )
 
 
 def _given(meta: Meta) -> set[str]:
