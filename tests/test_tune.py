@@ -435,6 +435,8 @@ def test_the_recipes_first_configs_are_measured_first_in_every_bucket(
         ("[{ BLOCK = [1024] }]", "tune.first[0].BLOCK: [1024]: a config's value is a number"),
         ('"missing.json"', "tune.first: cannot read"),
         ('"tune.toml"', "tune.toml is not JSON"),
+        ('"kernels/small.py:TABLE"', "tune.first: kernels/small.py defines no 'TABLE'"),
+        ('"kernels/small.py:scale_kernel"', "kernels/small.py:scale_kernel must hold a list"),
     ],
 )
 def test_a_first_config_the_space_lacks_is_refused_by_name(

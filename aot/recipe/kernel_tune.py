@@ -11,6 +11,7 @@ from typing import Any
 
 from loader.expr import Expr
 
+from ..kernelfile import KernelImportError, import_failure, load_module
 from .kernel_names import Names
 from .validate import Validator
 
@@ -92,11 +93,13 @@ def parse_tune(
 
 
 def _first(v: Validator, raw: Any, key: str, root: Path) -> tuple[tuple[tuple[str, Any], ...], ...]:
-    """A list of configs, or the path of a JSON file of them: a list, or an object whose
-    values are configs (a serving engine's tuned file, keyed by token count)."""
+    """A list of configs; or where to find them: a JSON file's path, or ``file.py:NAME`` (a
+    Python object, such as a launcher's table), holding a list or a mapping whose values
+    are configs (a serving engine's tuned file, keyed by token count)."""
     example = "[{ BLOCK_M = 64, BLOCK_N = 128, num_warps = 4, num_stages = 3 }]"
     if isinstance(raw, str):
         raw = _configs_file(v, raw, key, root)
+        raw = list(raw.values()) if isinstance(raw, dict) else raw
     if not isinstance(raw, list) or not raw:
         v.fail(key, f"must be a non-empty list of configs, e.g. {example}, or a JSON file's path")
     out = []
@@ -108,21 +111,30 @@ def _first(v: Validator, raw: Any, key: str, root: Path) -> tuple[tuple[tuple[st
                 v.fail(f"{key}[{i}].{name}", f"{value!r}: a config's value is a number, "
                        "a boolean or a string")  # fmt: skip
         out.append(tuple(sorted(entry.items())))
-    return tuple(out)
+    return tuple(dict.fromkeys(out))  # a table keyed by token count repeats its configs
 
 
 def _configs_file(v: Validator, name: str, key: str, root: Path) -> Any:
-    path = root / name
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        v.fail(key, f"cannot read {path}: {exc.strerror or exc}")
-    except ValueError as exc:
-        v.fail(key, f"{path} is not JSON: {exc}")
-    if isinstance(data, dict):
-        data = list(data.values())
-    if not isinstance(data, list):
-        v.fail(key, f"{path} must hold a list of configs or an object whose values are configs")
+    file, _, attr = name.rpartition(":")
+    if file.endswith(".py"):
+        try:
+            data = getattr(load_module(root / file), attr)
+        except KernelImportError as exc:
+            v.fail(key, str(exc))
+        except AttributeError:
+            v.fail(key, f"{file} defines no {attr!r}")
+        except Exception as exc:
+            v.fail(key, import_failure(file, exc))
+    else:
+        path = root / name
+        try:
+            data = json.loads(path.read_text())
+        except OSError as exc:
+            v.fail(key, f"cannot read {path}: {exc.strerror or exc}")
+        except ValueError as exc:
+            v.fail(key, f"{path} is not JSON: {exc}")
+    if not isinstance(data, list | dict):
+        v.fail(key, f"{name} must hold a list of configs or a mapping whose values are configs")
     return data
 
 
