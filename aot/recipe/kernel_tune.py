@@ -101,7 +101,8 @@ def _first(v: Validator, raw: Any, key: str, root: Path) -> tuple[tuple[tuple[st
         raw = _configs_file(v, raw, key, root)
         raw = list(raw.values()) if isinstance(raw, dict) else raw
     if not isinstance(raw, list) or not raw:
-        v.fail(key, f"must be a non-empty list of configs, e.g. {example}, or a JSON file's path")
+        v.fail(key, f"must be a non-empty list of configs, e.g. {example}, a JSON file's path "
+               'or "file.py:NAME"')  # fmt: skip
     out = []
     for i, entry in enumerate(raw):
         if not isinstance(entry, dict) or not entry:
@@ -118,13 +119,14 @@ def _configs_file(v: Validator, name: str, key: str, root: Path) -> Any:
     file, _, attr = name.rpartition(":")
     if file.endswith(".py"):
         try:
-            data = getattr(load_module(root / file), attr)
+            module = load_module(root / file)
         except KernelImportError as exc:
             v.fail(key, str(exc))
-        except AttributeError:
-            v.fail(key, f"{file} defines no {attr!r}")
         except Exception as exc:
             v.fail(key, import_failure(file, exc))
+        if not hasattr(module, attr):
+            v.fail(key, f"{file} defines no {attr!r}")
+        data = getattr(module, attr)
     else:
         path = root / name
         try:
