@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from loader.args import element_type
@@ -258,13 +259,18 @@ def inputs_function(
     if ref is None:
         return None
     file, _, name = ref.rpartition(":")
-    path = (root / file).resolve()
+    fn = getattr(recipe_module(v, key, root, file), name, None)
+    if not callable(fn):
+        v.fail(key, f"{file} defines no function {name!r}")
+    return ref, fn
+
+
+def recipe_module(v: Validator, key: str, root: Path, file: str) -> ModuleType:
+    """A Python file a recipe names (relative to its folder), imported; an import that
+    fails is refused at ``key``."""
     try:
-        fn = getattr(load_module(path), name, None)
+        return load_module((root / file).resolve())
     except KernelImportError as exc:
         v.fail(key, str(exc))
     except Exception as exc:
         v.fail(key, import_failure(file, exc))
-    if not callable(fn):
-        v.fail(key, f"{file} defines no function {name!r}")
-    return ref, fn

@@ -11,8 +11,8 @@ from typing import Any
 
 from loader.expr import Expr
 
-from ..kernelfile import KernelImportError, import_failure, load_module
 from .kernel_names import Names
+from .kernel_signature import recipe_module
 from .validate import Validator
 
 TUNE_KEYS = (
@@ -118,12 +118,7 @@ def _first(v: Validator, raw: Any, key: str, root: Path) -> tuple[tuple[tuple[st
 def _configs_file(v: Validator, name: str, key: str, root: Path) -> Any:
     file, _, attr = name.rpartition(":")
     if file.endswith(".py"):
-        try:
-            module = load_module(root / file)
-        except KernelImportError as exc:
-            v.fail(key, str(exc))
-        except Exception as exc:
-            v.fail(key, import_failure(file, exc))
+        module = recipe_module(v, key, root, file)
         if not hasattr(module, attr):
             v.fail(key, f"{file} defines no {attr!r}")
         data = getattr(module, attr)
