@@ -1,7 +1,9 @@
 """Hopper kernels from a bundle against the strongest alternatives, in one run (issue 21).
 
-- matmul: the bundle's persistent TMA matmul (tuned per bucket at build time) against
-  cuBLAS (``torch.mm`` into a preallocated output), fp16 and bf16, N = K = 4096;
+- matmul: the bundle's ``matmul`` op (per bucket, the split-K or the persistent TMA
+  matmul, whichever the build measured faster; each tuned per bucket) against cuBLAS
+  (``torch.mm`` into a preallocated output), fp16 and bf16, N = K = 4096; the persistent
+  kernel alone beside it;
 - attention forward: the bundle's kernels against PyTorch's best
   ``scaled_dot_product_attention`` backend at each shape (flash, cuDNN and efficient are
   each timed; the fastest counts), fp16, head dim 64 and 128, causal and not;
@@ -34,23 +36,43 @@ def bench(fn: Any) -> float:
     return float(triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median")) * 1e3
 
 
+def _hopper_calls() -> Any:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "recipes" / "hopper" / "calls.py"
+    spec = importlib.util.spec_from_file_location("hopper_calls", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def matmul_rows(bundle: Any, ms: list[int]) -> list[dict[str, Any]]:
+    """The ``matmul`` op (per bucket, split-K or the persistent kernel, whichever the build
+    measured faster) against cuBLAS; the persistent kernel alone beside it."""
     import torch
 
     rows = []
-    kernel = bundle["matmul_tma"]
-    for dtype in (torch.float16, torch.bfloat16):
+    op, persistent = bundle["matmul"], bundle["matmul_tma"]
+    workspace = _hopper_calls().splitk_workspace
+    split = bundle["matmul_tma_splitk"]
+    for name, dtype in (("fp16", torch.float16), ("bf16", torch.bfloat16)):
         for m in ms:
             n = k = 4096
             a = torch.randn(m, k, device="cuda", dtype=dtype)
             b = torch.randn(k, n, device="cuda", dtype=dtype) / k**0.5
             c = torch.empty(m, n, device="cuda", dtype=dtype)
-            ours = bench(functools.partial(kernel, a, b, c, m, n, k))
+            ws, locks = workspace(m, n, split.launch_config(dtypes={"T": name}, M=m))
+            args = (a, b, c, ws, locks, m, n, k)
+            ours = bench(functools.partial(op, *args))
+            alone = bench(functools.partial(persistent, a, b, c, m, n, k))
             ref = bench(functools.partial(torch.mm, a, b, out=c))
-            v = kernel.variant_for(a, b, c, m, n, k)
+            routed = op.route(*args)[0]
+            v = routed.variant_for(*(args if routed.name == split.name else (a, b, c, m, n, k)))
             config = {**v.meta, "warps": v.num_warps, "stages": v.num_stages}
-            rows.append({"dtype": str(dtype)[6:], "M": m, "ours_us": ours, "cublas_us": ref,
+            rows.append({"dtype": name, "M": m, "ours_us": ours, "cublas_us": ref,
                          "ratio": ref / ours, "tflops": 2 * m * n * k / ours / 1e6,
+                         "kernel": routed.name, "persistent_us": alone,
                          "config": config})  # fmt: skip
             print(f"[hopper_bench] matmul {rows[-1]}", file=sys.stderr, flush=True)
     return rows
@@ -164,9 +186,14 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(out, indent=1))
     print(f"\n{out['gpu']}, torch {out['torch']}")
     for r in out.get("matmul", []):
+        cfg = r["config"]
+        pick = (
+            f"{r['kernel']} {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']}"
+            f" split {cfg.get('SPLIT_K', 1)} w{cfg['warps']} s{cfg['stages']}"
+        )
         print(f"matmul {r['dtype']:9} M={r['M']:5}  ours {r['ours_us']:8.1f} us  cuBLAS "
-              f"{r['cublas_us']:8.1f} us  {r['ratio']:.2f}x  "
-              f"({r['tflops']:.0f} TFLOP/s)")  # fmt: skip
+              f"{r['cublas_us']:8.1f} us  {r['ratio']:.2f}x  persistent alone "
+              f"{r['cublas_us'] / r['persistent_us']:.2f}x  ({pick})")  # fmt: skip
     for r in out.get("attention", []):
         print(f"attention d={r['d']:3} causal={r['causal']!s:5} {r['Z']}x{r['H']}x{r['N']:<6} "
               f"ours {r['ours_us']:8.1f} us  SDPA {r['sdpa_us']:8.1f} us ({r['backend']})  "

@@ -5,10 +5,16 @@
 # build's report and tuning database and the benchmark's JSON come back in
 # $OUT/hopper.tar.gz; a summary is printed last.
 #   device: carry [".whl"], command: bash benchmarks/run_hopper_on_gpu.sh
+#   an earlier tuning database to extend (its measurements of unchanged kernels are kept):
+#   SEED_DB=benchmarks/data/h200-hopper/hopper.tunedb.jsonl.gz
 W=${W:-/tmp/aotc-hopper}
 source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/hopper.tar.gz" logs hopper.report.md hopper.report hopper.tunedb.jsonl 2>/dev/null); }
 trap 'pack; cat "$S"' EXIT
+if [[ -n "${SEED_DB:-}" && ! -f "$W/hopper.tunedb.jsonl" ]]; then  # plain or gzipped
+  # shellcheck disable=SC2086  # several files, space-separated, concatenated in order
+  gunzip -cf $SEED_DB > "$W/hopper.tunedb.jsonl"
+fi
 [[ " ${STAGES:-jit build tests bench} " == *" jit "* ]] && \
   stage jit "${JIT_LIMIT:-45}" python3 benchmarks/hopper_jit_check.py --quick
 [[ " ${STAGES:-jit build tests bench} " == *" build "* ]] && \
@@ -21,6 +27,6 @@ grep -E "^(FAILED|ERROR)|Error" "$W/logs/tests.log" 2>/dev/null | head -8 >> "$S
 pack
 if [[ -f "$W/hopper.aotc" && " ${STAGES:-jit build tests bench} " == *" bench "* ]]; then
   stage bench "${BENCH_LIMIT:-120}" python3 benchmarks/hopper_bench.py --bundle "$W/hopper.aotc" \
-    --json "$W/logs/bench.json" --lengths "${LENGTHS:-512,1024,4096,16384}"
+    --json "$W/logs/bench.json" --lengths "${LENGTHS:-512,1024,4096,16384}" --only "${BENCH_ONLY:-matmul,attention,host}"
   grep -vE "^\[hopper_bench\]" "$W/logs/bench.log" | tail -45 >> "$S"
 fi

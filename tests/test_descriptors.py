@@ -389,7 +389,7 @@ def test_the_hopper_recipe_builds_without_a_gpu(tmp_path: Path) -> None:
         m = Manifest.from_json(bf.manifest)
     by_name = {k.name: k for k in m.kernels}
     attention = {f"attention_d{d}{c}" for d in (64, 128) for c in ("", "_causal")}
-    assert set(by_name) == {"matmul_tma", "matmul_tma_device", *attention}
+    assert set(by_name) == {"matmul_tma", "matmul_tma_splitk", "matmul_tma_device", *attention}
     for k in by_name.values():
         for inst in k.instances:
             for v in inst.variants.values():

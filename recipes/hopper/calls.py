@@ -26,6 +26,22 @@ def matmul_device_inputs(sizes, dtypes, device="cuda"):
     return [a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0)]
 
 
+def splitk_workspace(M, N, config, device="cuda"):
+    """The split-K kernel's workspace for a call at M x N under ``config`` (the kernel's
+    ``launch_config(M=...)``, or the tuner's candidate): fp32 partials and zeroed locks."""
+    tiles = -(-M // config["BLOCK_M"]) * -(-N // config["BLOCK_N"])
+    partials = tiles * config["SPLIT_K"] * config["BLOCK_M"] * config["BLOCK_N"]
+    ws = torch.empty(partials if config["SPLIT_K"] > 1 else 1, device=device,
+                     dtype=torch.float32)  # fmt: skip
+    return ws, torch.zeros(tiles, device=device, dtype=torch.int32)
+
+
+def matmul_splitk_inputs(sizes, dtypes, device="cuda", config=None):
+    a, b, c, M, N, K = matmul_inputs(sizes, dtypes, device)
+    ws, locks = splitk_workspace(M, N, config, device)
+    return [a, b, c, ws, locks, M, N, K]
+
+
 def matmul_reference(a, b, c, *rest):
     return {"c_desc": a.double() @ b.double()}
 

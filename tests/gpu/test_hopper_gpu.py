@@ -61,6 +61,69 @@ def test_matmul_with_host_descriptors(hopper: Any, dtype: str, m: int) -> None:
     assert _check(c, a.double() @ b.double()) < TOL
 
 
+def _hopper_module(name: str) -> Any:
+    import importlib.util
+    import sys
+
+    if str(RECIPE.parent / "hopper") not in sys.path:
+        sys.path.insert(0, str(RECIPE.parent / "hopper"))  # splitk_matmul imports tma_matmul
+    path = RECIPE.parent / "hopper" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"hopper_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("split_k", [1, 2, 4, 8])
+@pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (77, 200, 1000), (300, 512, 96)])
+def test_split_k_kernel_sums_its_partials_and_leaves_the_locks_zero(
+    split_k: int, m: int, n: int, k: int
+) -> None:
+    """The kernel itself through Triton's JIT, at every split count the recipe searches
+    (a split may get no K step at all: K = 96 in 64-deep steps), three calls on the same
+    workspace: each finds the locks as the one before left them, zero."""
+    import torch
+    import triton
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    kernel = _hopper_module("splitk_matmul").matmul_tma_splitk
+    config = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "SPLIT_K": split_k}
+    ws, locks = _hopper_module("calls").splitk_workspace(m, n, config)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16) / k**0.5
+    grid = (triton.cdiv(m, 64) * triton.cdiv(n, 64) * split_k,)
+    for _ in range(3):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+        descs = [TensorDescriptor.from_tensor(t, [64, 64]) for t in (a, b, c)]
+        kernel[grid](*descs, ws, locks, m, n, k, **config, GROUP_M=8)
+        torch.cuda.synchronize()
+        assert _check(c, a.double() @ b.double()) < TOL
+        assert not locks.any()
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("m", [64, 100, 128, 300, 512, 1000, 4096, 5000])
+def test_matmul_op_routes_each_bucket_and_computes_the_product(
+    hopper: Any, dtype: str, m: int
+) -> None:
+    """``bundle["matmul"]``: split-K or the persistent kernel, whichever the build measured
+    faster at the bucket, with the workspace sized from the split kernel's launch config."""
+    import torch
+
+    n, k = 4096, 4096
+    config = hopper["matmul_tma_splitk"].launch_config(dtypes={"T": dtype}, M=m)
+    ws, locks = _hopper_module("calls").splitk_workspace(m, n, config)
+    a = torch.randn(m, k, device="cuda", dtype=_dt(dtype))
+    b = torch.randn(k, n, device="cuda", dtype=_dt(dtype)) / k**0.5
+    for _ in range(2):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=_dt(dtype))
+        hopper["matmul"](a, b, c, ws, locks, m, n, k)
+        torch.cuda.synchronize()
+        assert _check(c, a.double() @ b.double()) < TOL
+    assert not locks.any()
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (77, 200, 120), (1000, 4096, 4096),
                                            (4096, 4096, 4096), (5000, 1024, 2048)])  # fmt: skip
