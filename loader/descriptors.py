@@ -13,13 +13,15 @@ what the chosen variant takes (``DescriptorSpec``):
 
 TMA's rules are checked before anything is encoded, with the argument named: a 16-byte
 aligned base, a contiguous innermost dimension, other strides of 16-byte multiples.
-Encoded maps are cached per launcher by (address, shape, strides): a service that calls
-with the same buffers pays one dictionary lookup per descriptor.
+Encoded maps are cached per launcher by (address, shape, strides), and the slots of all of
+a call's descriptors by their values together: a service that calls with the same buffers
+pays one dictionary lookup per call.
 """
 
 from __future__ import annotations
 
 import ctypes
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -186,6 +188,11 @@ class Expander:
             for d in descriptors
         )  # fmt: skip
         self._lock = threading.Lock()
+        # The descriptors' values of a call (one value, or a tuple of them), and the slots
+        # of every descriptor by those values together.
+        positions = [p for p, *_ in self._specs]
+        self._described = operator.itemgetter(*positions) if positions else lambda _: ()
+        self._together: dict[Any, tuple[Any, ...]] = {}
         # Where each descriptor's slots start among the expanded values.
         self.starts: dict[str, int] = {}
         at = nvalues
@@ -195,13 +202,26 @@ class Expander:
         self.size = at - nvalues
 
     def __call__(self, values: Sequence[Any]) -> list[Any]:
-        out: list[Any] = list(values)
+        # One lookup for all descriptors when the call's tensors were all seen together
+        # before (a service calling with the same buffers); else per descriptor.
+        key = self._described(values)
+        slots = self._together.get(key)
+        if slots is None:
+            slots = self._expand(values)
+            with self._lock:
+                if len(self._together) >= _MAX_CACHED:
+                    self._together.clear()
+                self._together[key] = slots
+        return [*values, *slots]
+
+    def _expand(self, values: Sequence[Any]) -> tuple[Any, ...]:
+        out: list[Any] = []
         for p, d, encode, cache in self._specs:
             slots = cache.get(values[p])
             if slots is None:
                 slots = self._encode(values[p], d, encode, cache)
             out += slots
-        return out
+        return tuple(out)
 
     def _encode(
         self,

@@ -252,7 +252,9 @@ def _key(a: str, pointer: bool, optional: bool, described: bool = False) -> str:
     if not pointer:
         return f"type({a})"
     if described:  # a tensor, or a host TensorDescriptor (which has no dtype of its own)
-        return f"({a}.dtype, {a}.is_cuda) if hasattr({a}, 'dtype') else desc_key({a})"
+        # The condition runs first: it keeps the dtype (or None) for the key and _value.
+        return (f"({a}_dt, {a}.is_cuda) if ({a}_dt := getattr({a}, 'dtype', None)) is not None "
+                f"else desc_key({a})")  # fmt: skip
     if optional:
         return f"None if {a} is None else ({a}.dtype, {a}.is_cuda)"
     return f"{a}.dtype, {a}.is_cuda"
@@ -261,8 +263,8 @@ def _key(a: str, pointer: bool, optional: bool, described: bool = False) -> str:
 def _value(a: str, pointer: bool, optional: bool, described: bool = False) -> str:
     if not pointer:
         return a
-    if described:  # what descriptors.tensor gives: (address, shape, strides)
-        return (f"({a}.data_ptr(), {a}.shape, {a}.stride()) if hasattr({a}, 'dtype') "
+    if described:  # what descriptors.tensor gives: (address, shape, strides); after _key
+        return (f"({a}.data_ptr(), {a}.shape, {a}.stride()) if {a}_dt is not None "
                 f"else desc_value({a})")  # fmt: skip
     return f"0 if {a} is None else {a}.data_ptr()" if optional else f"{a}.data_ptr()"
 

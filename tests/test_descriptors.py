@@ -203,6 +203,16 @@ def test_encoded_maps_are_cached_per_tensor(fake: FakeLib, bundle: Path) -> None
     other[2] = Tensor(0x400000, (64, 4096))  # a new output buffer: only its map is encoded
     kernel(*other)
     assert len(fake.tensor_maps) == 4 and fake.tensor_maps[-1][2] == 0x400000
+    new_c = list(fake.launches[-1].params)
+    # Back and forth between the two outputs: each call passes its own map, none is
+    # encoded again (the calls' descriptors are cached together, and one by one).
+    for call, params in [(args, None), (other, new_c), (args, None)]:
+        kernel(*call)
+        if params is not None:
+            assert fake.launches[-1].params == params
+    assert fake.launches[-1].params == fake.launches[4].params
+    assert fake.launches[-1].params != new_c
+    assert len(fake.tensor_maps) == 4
 
 
 @pytest.mark.parametrize(
