@@ -94,7 +94,7 @@ def _instance(
         if tuned:
             lines.append(_tuned_row(b, bc.config.label, bc.metrics, bc.how))
         else:
-            specs = f"{len(bc.variants)} of {len(inst.specs)}"
+            specs = f"{len(bc.variants)} of {len(list(inst.variants((bc.config,))))}"
             lines.append(f"| {b} | {bc.config.label} | {specs} | {bc.how} |")
     lines.append("")
     if tuned and db is not None and images is not None:

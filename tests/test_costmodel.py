@@ -10,6 +10,7 @@ import random
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -138,6 +139,43 @@ def test_spills_are_read_from_real_cubins_as_cuobjdump_reports_them(tmp_path: Pa
         stacks[key] = facts
     assert stacks[(16384, 1)].spills and stacks[(16384, 1)].local >= 1024
     assert not stacks[(1024, 4)].spills
+
+
+def test_a_heuristic_pick_that_spills_gives_way_to_the_next_that_does_not(
+    tmp_path: Path,
+) -> None:
+    """Without measurements, selection passes over a heuristic pick whose cubin spills (a
+    16,384-wide row in one warp) for the next candidate that does not; a measured pick
+    ships as measured, spilling or not (its time counts the spills). Before a pick's
+    variants are compiled, selection asks for them; after a spilling one, for the next."""
+    from aot.cache import CompileCache
+    from aot.compile import compile_variants
+    from aot.select import HEURISTIC, Pick, select, wanted_variants
+
+    plan, inst, _, configs = _softmax_plan(tmp_path, SPILL_RECIPE)
+    spilling, fine = configs[(16384, 1)], configs[(1024, 4)]
+    compiled: dict[Any, Any] = {}
+
+    def compile_wanted(chooser: Any) -> set[Any]:
+        want = wanted_variants(plan, chooser, compiled)
+        cache = CompileCache(tmp_path / "cache")
+        compiled.update(compile_variants(plan, want, cache=cache, jobs=1, progress=False))
+        return {v.config for _, v in want}
+
+    heuristic = lambda i, b: [Pick(spilling, HEURISTIC), Pick(fine, HEURISTIC)]  # noqa: E731
+    assert compile_wanted(heuristic) == {spilling}
+    assert compile_wanted(heuristic) == {fine}  # the first spilled: the next is wanted
+    assert compile_wanted(heuristic) == set()
+    (chosen,) = select(plan, heuristic, compiled).choices[inst.key]
+    assert chosen.config == fine and chosen.how == HEURISTIC
+
+    measured = lambda i, b: [Pick(spilling, "measured on H100"), Pick(fine, HEURISTIC)]  # noqa: E731
+    (chosen,) = select(plan, measured, compiled).choices[inst.key]
+    assert chosen.config == spilling
+
+    only_spills = lambda i, b: [Pick(spilling, HEURISTIC)]  # noqa: E731
+    (chosen,) = select(plan, only_spills, compiled).choices[inst.key]
+    assert chosen.config == spilling  # nothing better among the candidates: it ships
 
 
 # the same with every argument specialized: its variants are "all %16" and generic
