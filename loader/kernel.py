@@ -77,6 +77,7 @@ class Kernel:
         self._instances: dict[tuple[str, ...], _Instance] = {}
         self._vars = tuple(sorted(spec.dtype_vars))
         self._optional = spec.nullable
+        self._always_none = frozenset(spec.always_none)
         self._descriptors = frozenset(spec.descriptors)
         self._binding = self._vars + self._optional
         for inst in spec.instances:
@@ -126,6 +127,12 @@ class Kernel:
             elif a is None and p.name in self._optional:
                 values.append(0)  # compiled in as None: never passed
                 dtypes[i] = NONE
+            elif p.name in self._always_none:
+                raise ArgumentError(
+                    f"{self.name}(): argument {p.name!r} is compiled in as None (the recipe's "
+                    f"inputs passed None for it), got {type(a).__name__}: pass None, or "
+                    "rebuild with it in inputs (a pointer may also be listed under optional)"
+                )
             elif p.name in self._descriptors:  # (address, shape, strides): see descriptors.py
                 value, dt = _descriptors.tensor(a, p.name)
                 values.append(value)

@@ -78,6 +78,29 @@ def test_the_plan_names_a_pointer_inputs_always_passes_as_none(tmp_path: Path) -
     assert "optional pointers" not in mm.split("\n\n")[0]
 
 
+def test_a_value_for_a_pointer_compiled_in_as_none_is_refused(
+    tmp_path: Path, fake: FakeLib
+) -> None:
+    """A pointer ``inputs`` always passed as None is compiled in as None: a call that
+    passes something for it (a tensor, or a float where the author's argument is an
+    optional scalar such as a scale) is refused saying so, and how to rebuild."""
+    shutil.copytree(DATA, tmp_path, dirs_exist_ok=True)
+    ref = tmp_path / "reference.py"
+    ref.write_text(
+        ref.read_text().replace("        bias,\n        M,", "        None,\n        M,", 1)
+    )
+    recipe = tmp_path / "shipped.toml"
+    recipe.write_text(recipe.read_text().replace('optional = ["bias_ptr"]\n', "", 1))
+    out = tmp_path / "none.aotc"
+    build(recipe, out, env_for(tmp_path / "cache"), tmp_path,
+          TuneOptions(enabled=False, db=tmp_path / "db.jsonl"))  # fmt: skip
+    mm = loader.open(out)["mm"]
+    mm(*mm_args(64, bias=False))
+    with pytest.raises(loader.ArgumentError, match="'bias_ptr' is compiled in as None"):
+        mm(*mm_args(64))
+    assert len(fake.launches) == 1
+
+
 def test_autotune_configs_are_the_space_and_its_pruning_runs_per_bucket() -> None:
     plan = make_plan(load(DATA / "shipped.toml"))
     mm = next(i for i in plan.instances if i.kernel.name == "mm")
