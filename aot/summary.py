@@ -60,8 +60,8 @@ def describe_kernel(insts: list[Instance]) -> list[str]:
     if kr.optional:
         out.append("  optional pointers (built as passed and as None): " + ", ".join(kr.optional))
     if kr.always_none:
-        out.append("  pointers inputs always passes as None (built for None only): "
-                   + ", ".join(kr.always_none))  # fmt: skip
+        out.append("  arguments inputs always passes as None (compiled in as None; a call "
+                   "must pass None): " + ", ".join(kr.always_none))  # fmt: skip
     if kr.descriptors:
         out.append(
             "  TMA descriptors (block shapes): "
