@@ -37,14 +37,9 @@ def bench(fn: Any) -> float:
 
 
 def _hopper_calls() -> Any:
-    import importlib.util
+    from aot.source import load_module
 
-    path = Path(__file__).resolve().parents[1] / "recipes" / "hopper" / "calls.py"
-    spec = importlib.util.spec_from_file_location("hopper_calls", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(Path(__file__).resolve().parents[1] / "recipes" / "hopper" / "calls.py")
 
 
 def matmul_rows(bundle: Any, ms: list[int]) -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ Prints, per M and dtype, cuBLAS's time and the fastest configs with their ratio
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import itertools
 import json
 import sys
@@ -25,13 +24,11 @@ SMEM = 227 * 1024
 
 
 def _module(name: str) -> Any:
-    if str(HOPPER) not in sys.path:
-        sys.path.insert(0, str(HOPPER))
-    spec = importlib.util.spec_from_file_location(f"probe_{name}", HOPPER / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """recipes/hopper/NAME.py, imported as aotc imports a recipe's files."""
+    sys.path.insert(0, str(HOPPER.parents[1]))
+    from aot.source import load_module
+
+    return load_module(HOPPER / f"{name}.py")
 
 
 def configs() -> list[dict[str, int]]:

@@ -1,5 +1,6 @@
 """Hopper kernels on an H100/H200 (issue 21): recipes/hopper.toml's TMA matmuls (host and
-in-kernel descriptors) and attention forward (causal and not, head dims 64 and 128), fp16
+in-kernel descriptors, split-K with its workspace, the op over split-K and persistent) and
+attention forward (causal and not, head dims 64 and 128), fp16
 and bf16, through the loader: at buckets and between them, against float64 references,
 with outputs poisoned first; tensors TMA cannot read are refused before any launch.
 
@@ -62,17 +63,11 @@ def test_matmul_with_host_descriptors(hopper: Any, dtype: str, m: int) -> None:
 
 
 def _hopper_module(name: str) -> Any:
-    import importlib.util
-    import sys
+    """recipes/hopper/NAME.py, imported as aotc imports a recipe's files (its folder
+    importable: splitk_matmul imports tma_matmul)."""
+    from aot.source import load_module
 
-    if str(RECIPE.parent / "hopper") not in sys.path:
-        sys.path.insert(0, str(RECIPE.parent / "hopper"))  # splitk_matmul imports tma_matmul
-    path = RECIPE.parent / "hopper" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"hopper_{name}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(RECIPE.parent / "hopper" / f"{name}.py")
 
 
 @pytest.mark.parametrize("split_k", [1, 2, 4, 8])
