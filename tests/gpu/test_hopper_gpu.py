@@ -1,8 +1,8 @@
 """Hopper kernels on an H100/H200 (issue 21): recipes/hopper.toml's TMA matmuls (host and
 in-kernel descriptors, split-K with its workspace, the op over split-K and persistent) and
-attention forward (causal and not, head dims 64 and 128), fp16
-and bf16, through the loader: at buckets and between them, against float64 references,
-with outputs poisoned first; tensors TMA cannot read are refused before any launch.
+attention forward (causal and not, head dims 64 and 128), fp16 and bf16, through the
+loader: at buckets and between them, against float64 references, with outputs poisoned
+first; tensors TMA cannot read are refused before any launch.
 
 AOTC_TEST_HOPPER_BUNDLE names a bundle of recipes/hopper.toml (tuned on this GPU by
 benchmarks/run_hopper_on_gpu.sh); without it one is built here with the heuristic's picks.
