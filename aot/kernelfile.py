@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import importlib.util
 import io
+import multiprocessing
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -48,7 +49,7 @@ def load_module(path: Path) -> ModuleType:
         except SystemExit as exc:
             raise KernelImportError(_exited(path, exc, printed.getvalue())) from None
         except BaseException:
-            _echo(path, printed.getvalue())
+            _echo(path, printed.getvalue(), failed=True)
             raise
         finally:
             sys.argv = argv
@@ -137,8 +138,10 @@ def _exited(path: Path, exc: SystemExit, printed: str) -> str:
     )
 
 
-def _echo(path: Path, printed: str) -> None:
-    if printed:
+def _echo(path: Path, printed: str, *, failed: bool = False) -> None:
+    # A build's compile and tuning workers import the file again: what it printed was
+    # shown once already, when aotc itself imported it (unless the import fails here).
+    if printed and (failed or multiprocessing.parent_process() is None):
         sys.stderr.write(f"aotc: importing {path.name} printed:\n")
         sys.stderr.write("".join(f"  | {line}\n" for line in printed.splitlines()))
 

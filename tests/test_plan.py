@@ -143,3 +143,22 @@ def test_what_a_kernel_file_prints_at_import_goes_to_stderr_announced(
     out, err = capsys.readouterr()
     assert "hello" not in out and out.startswith("recipe small 1.0")
     assert f"aotc: importing small.py printed:\n  | hello from the kernel ['{kernel}']\n" in err
+
+
+def test_a_worker_process_does_not_repeat_what_a_kernel_file_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aotc shows a kernel file's import output once; each compile worker importing the
+    file again (17 of them at -j 16) stays quiet, unless the import fails there."""
+    import multiprocessing
+
+    from aot.kernelfile import load_module
+
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    (tmp_path / "chatty.py").write_text("print('hello')\n")
+    load_module(tmp_path / "chatty.py")
+    assert capsys.readouterr().err == ""
+    (tmp_path / "broken.py").write_text("print('about to fail')\nraise ValueError('no')\n")
+    with pytest.raises(ValueError):
+        load_module(tmp_path / "broken.py")
+    assert "importing broken.py printed:\n  | about to fail" in capsys.readouterr().err
