@@ -32,7 +32,8 @@ def load_module(path: Path) -> ModuleType:
     The file runs as an imported module would: ``sys.argv`` is just its own path (so a
     module-level ``argparse`` sees no aotc options), ``sys.exit`` becomes a
     ``KernelImportError`` instead of ending aotc, and what it prints is held back, then
-    written to stderr under a line that names the file, never into aotc's own output.
+    written to stderr under a line that names the file, never into aotc's own output
+    (once: a worker process importing the file again does not repeat it).
     """
     path = path.resolve()
     mod = _modules.get(path)
