@@ -18,9 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loader import cubin as cubin_mod
-
 from .compile import Compiled
+from .cubin import local_bytes
 from .errors import BuildError
 from .plan import GENERIC, Config, Instance, Plan, Variant
 
@@ -74,8 +73,7 @@ def _verdict(generic: list[Variant], compiled: Mapping[Variant, Compiled]) -> Co
 
 def spills(c: Compiled) -> bool:
     """Whether the compiled kernel has a stack frame (spilled registers, in Triton's)."""
-    frames = cubin_mod.inspect(c.cubin).frames
-    return frames.get(c.function, max(frames.values(), default=0)) > 0
+    return local_bytes(c.cubin, c.function) > 0
 
 
 def spills_where_it_runs(

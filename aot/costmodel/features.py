@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loader import cubin as cubin_mod
 from loader.expr import Expr
 
 from ..heuristic import cost as heuristic_cost
@@ -77,12 +76,6 @@ class Facts:
     @property
     def spills(self) -> bool:
         return self.local > 0
-
-
-def local_bytes(data: bytes, function: str) -> int:
-    """The kernel's stack frame, bytes per thread: spilled registers, in Triton's kernels."""
-    frames = cubin_mod.inspect(data).frames
-    return frames.get(function, max(frames.values(), default=0))
 
 
 def _log2(x: float) -> float:

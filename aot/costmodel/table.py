@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 from ..cache import CompileCache
 from ..compile import Compiled, compile_variants
+from ..cubin import local_bytes
 from ..env import Environment
 from ..kernel_env import EnvError, derived_at, env_at
 from ..plan import GENERIC, Config, Instance, Plan, Variant
 from ..targets import GPU
-from .features import Facts, local_bytes, raw, relative
+from .features import Facts, raw, relative
 
 
 @dataclass(frozen=True)
