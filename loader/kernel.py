@@ -94,6 +94,7 @@ class Kernel:
             v: [i for i, p in enumerate(spec.params) if p.type == f"*{v}"] for v in self._vars
         }
         self._stream = _args.CurrentStream(source.device.ordinal)
+        self._device = {"NUM_SMS": source.device.sms, "SMEM": source.device.max_shared}
         grid_names = set().union(*(parse(g).names for g in spec.grid))
         keyword = [*spec.call, *(CallValue(h) for h in spec.host)]
         self._fast = FastPath(spec.params, self._key_positions, self.grid, grid_names,
@@ -217,10 +218,9 @@ class Kernel:
         for launcher in inst.fallback:
             if launcher.fits is None or launcher.fits(values):
                 return b, launcher
-        why = explain(self.spec, inst.variants, values)
+        why = explain(self.spec, inst.variants, values, self._device)
         raise ArgumentError(
-            f"{self.name}(): no variant in the bundle was built for this call: {why}. "
-            "Add the value to the recipe's sizes (or buckets) and rebuild"
+            f"{self.name}(): no variant in the bundle was built for this call: {why}"
         )
 
     def variant_for(

@@ -162,11 +162,15 @@ def _guarded(tests: Sequence[Fits]) -> Fits:
     return fits
 
 
-def explain(spec: KernelSpec, variants: Sequence[VariantSpec], values: Values) -> str:
-    """Why no variant serves a call at ``values``: each derived value no variant has, and
-    the constraints, with what the bundle holds."""
+def explain(
+    spec: KernelSpec, variants: Sequence[VariantSpec], values: Values, device: Mapping[str, int]
+) -> str:
+    """Why no variant serves a call at ``values``, and what to do: each derived value no
+    variant has, each constraint no variant meets (with where the call values it reads
+    come from), each host value no variant was built for."""
     names = value_names(spec)
     parts: list[str] = []
+    fixes: list[str] = []
     for d in spec.derived:
         held = sorted({repr(v.meta.get(d.name)) for v in variants})
         consts = dict(variants[0].meta) if variants else {}
@@ -178,14 +182,58 @@ def explain(spec: KernelSpec, variants: Sequence[VariantSpec], values: Values) -
         if repr(got) not in held:
             parts.append(f"{d.name} = {d.expr} is {got!r} at this call, and the bundle's "
                          f"variants have {d.name} in {{{', '.join(held)}}}")  # fmt: skip
-    parts += [f"the constraint {c!r} holds for none of them" for c in spec.checks]
+    if parts:
+        fixes.append("Add the value to the recipe's sizes (or buckets) and rebuild")
+    broken = [
+        c for c in spec.checks if not any(_meets(c, names, v, values, device) for v in variants)
+    ]
+    parts += [f"the constraint {c!r} holds for none of them{_their(c, variants)}" for c in broken]
+    if broken:
+        fixes.append(_check_fix(spec, broken))
     first = len(names) - len(spec.host)
     for j, h in enumerate(spec.host):
         held = sorted({repr(v.meta.get(h)) for v in variants})
         parts.append(f"{h}={values[first + j]!r} was asked for, and the variants have {h} in "
                      f"{{{', '.join(held)}}}")  # fmt: skip
+    if not parts:  # each condition holds for some variant, but none meets them all
+        every = [d.name for d in spec.derived] + [repr(c) for c in spec.checks]
+        parts = [
+            f"no variant meets the derived values and constraints together: {', '.join(every)}"
+        ]
+        fixes.append("Add the values to the recipe's sizes (or buckets) and rebuild")
     read: set[str] = set()
     for text in [d.expr for d in spec.derived] + list(spec.checks):
         read |= parse(text, predicate=True).names
     at = ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=False) if n in read)
-    return "; or ".join(parts) + (f" (at {at})" if at else "")
+    return "; or ".join(parts) + (f" (at {at})" if at else "") + ". " + "; ".join(fixes)
+
+
+def _meets(
+    check: str, names: list[str], variant: VariantSpec, values: Values, device: Mapping[str, int]
+) -> bool:
+    try:
+        test = compile_function([parse(check, predicate=True)], names, {**device, **variant.meta})
+        return bool(test(*values)[0])
+    except (ArithmeticError, TypeError, ValueError):
+        return False
+
+
+def _their(check: str, variants: Sequence[VariantSpec]) -> str:
+    """The meta-parameters ``check`` reads, as the bundle's variants have them."""
+    read = sorted(parse(check, predicate=True).names & set(variants[0].meta)) if variants else []
+    if not read:
+        return ""
+    held = sorted({tuple(v.meta[n] for n in read) for v in variants}, key=repr)
+    shown = ", ".join("(" + ", ".join(map(str, t)) + ")" for t in held[:4])
+    more = f" and {len(held) - 4} more" if len(held) > 4 else ""
+    return f" (their {', '.join(read)}: {shown}{more})"
+
+
+def _check_fix(spec: KernelSpec, broken: list[str]) -> str:
+    """Pass values that meet the constraints; names the call values they read from shapes."""
+    read: set[str] = set()
+    for c in broken:
+        read |= parse(c, predicate=True).names
+    shapes = [f"{c.name} = shape({c.arg}, {c.dim})" for c in spec.call if c.arg and c.name in read]
+    where = f" ({'; '.join(shapes)})" if shapes else ""
+    return f"Pass values that meet it{where}, or rebuild the bundle with sizes where they do"

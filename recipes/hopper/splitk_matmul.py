@@ -15,7 +15,7 @@ The caller owns the workspace: ``ws_ptr``, float32, ``tiles * SPLIT_K * BLOCK_M 
 elements (``tiles = cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``), and ``locks_ptr``, int32, one
 per tile, zeroed once. Every call leaves the locks zero again, so one pair serves every
 call on a stream. ``recipes/hopper/calls.py:splitk_workspace`` sizes both from the config
-the loader will launch.
+the loader will launch; recipes/hopper.toml has the loader check both sizes at every call.
 
 A, B and C are row-major, fp16 or bf16, read and written through host descriptors with
 blocks [BLOCK_M, BLOCK_K], [BLOCK_K, BLOCK_N] and [BLOCK_M, BLOCK_N]; TMA pads loads past

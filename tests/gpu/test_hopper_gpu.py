@@ -119,6 +119,43 @@ def test_matmul_op_routes_each_bucket_and_computes_the_product(
     assert not locks.any()
 
 
+@pytest.mark.parametrize("m", [33, 64, 100])
+def test_a_splitk_workspace_too_small_is_never_written_past(hopper: Any, m: int) -> None:
+    """A workspace one element short of what the bucket's config needs: the call runs a
+    variant it is large enough for, or is refused naming ws_len; the memory after it, a
+    canary, is never touched."""
+    import torch
+
+    from loader.errors import ArgumentError
+
+    n, k = 4096, 4096
+    kernel = hopper["matmul_tma_splitk"]
+    workspace = _hopper_module("calls").splitk_workspace
+    config = kernel.launch_config(dtypes={"T": "fp16"}, M=m)
+    if config["SPLIT_K"] == 1:
+        pytest.skip(f"the bundle runs SPLIT_K = 1 at M = {m}: no workspace")
+    short = workspace(m, n, config)[0].numel() - 1
+    ws = torch.full((short + 4096,), 7.0, device="cuda")
+    locks = torch.zeros(4096, device="cuda", dtype=torch.int32)
+    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.float16) / k**0.5
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.float16)
+    args = (a, b, c, ws[:short], locks, m, n, k)
+    try:
+        variant = kernel.variant_for(*args)
+    except ArgumentError as err:
+        assert "ws_len" in str(err)
+        with pytest.raises(ArgumentError, match="no variant in the bundle was built"):
+            kernel(*args)
+    else:  # another bucket's variant, whose own workspace fits
+        assert workspace(m, n, variant.meta)[0].numel() <= short or variant.meta["SPLIT_K"] == 1
+        kernel(*args)
+        torch.cuda.synchronize()
+        assert _check(c, a.double() @ b.double()) < TOL
+    torch.cuda.synchronize()
+    assert (ws[short:] == 7.0).all()
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize(("m", "n", "k"), [(64, 4096, 4096), (77, 200, 120), (1000, 4096, 4096),
                                            (4096, 4096, 4096), (5000, 1024, 2048)])  # fmt: skip
