@@ -1,0 +1,123 @@
+"""Probe: the split-KV paged decode pair (recipes/decode/paged_attention.py) through
+Triton's JIT at the shapes where the bundle trails flash or the copy bandwidth (issue 20),
+with up to 32 ranges per sequence (the recipe's NUM_SPLITS) and up to 64, to find where
+the recipe's space should reach. Not a benchmark of the bundle:
+benchmarks/decode_kernels_bench.py is.
+
+    python benchmarks/probe_split_kv.py [--json out.json]
+
+Times are CUDA-graph replays (``triton.testing.do_bench_cudagraph``: the GPU's time, as
+the decode step's graph runs the pair), medians; SDPA's flash backend on the same K/V laid
+out contiguously beside them; "of copy": K and V bytes per second against a 2 GiB copy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+import triton.testing  # noqa: E402
+
+from benchmarks.jit_common import load  # noqa: E402
+
+DECODE = ROOT / "recipes" / "decode"
+ref = load(DECODE, "reference")
+pa = load(DECODE, "paged_attention")
+HQ, HKV, D, BLOCK = 32, 8, 128, 16
+SHAPES = [(1, 32768), (2, 32768), (16, 4096), (8, 32768), (16, 32768)]
+
+
+def graph_us(fn: Any) -> float:
+    fn()
+    torch.cuda.synchronize()
+    return 1e3 * float(triton.testing.do_bench_cudagraph(fn, rep=50, return_mode="median"))
+
+
+def copy_gbs() -> float:
+    """GB/s of a 2 GiB device-to-device copy (read plus written), timed with do_bench as
+    benchmarks/decode_jit_check.py does (a graph replay of it measured 2774 GB/s, well
+    under the 4246 the other benchmarks measure: not a usable reference)."""
+    src = torch.empty(1 << 30, dtype=torch.float16, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    ms = float(triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median"))
+    return 2 * src.numel() * 2 / (ms * 1e-3) / 1e9
+
+
+def configs() -> list[dict[str, int]]:
+    return [dict(num_splits=s, min_split=m, block_n=b, num_warps=w, num_stages=st)
+            for s, m, b, w, st in itertools.product((32, 64), (128, 256, 512), (64, 128),
+                                                    (4, 8), (2, 3, 4))]  # fmt: skip
+
+
+def probe(seqs: int, ctx: int, copy: float) -> dict[str, Any]:
+    g = torch.Generator(device="cuda").manual_seed(seqs * 7 + ctx)
+    q = torch.randn(seqs, HQ, D, generator=g, device="cuda").half()
+    k, v = (torch.randn(seqs, HKV, ctx, D, generator=g, device="cuda").half() for _ in range(2))
+    kc, vc, table = ref.paged_from_contiguous(k, v, BLOCK)
+    lens = torch.full((seqs,), ctx, dtype=torch.int32, device="cuda")
+    out = torch.empty_like(q)
+    scale = 1.0 / math.sqrt(D)
+    qg = q.reshape(seqs, HKV, HQ // HKV, D)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        expected = torch.nn.functional.scaled_dot_product_attention(qg, k, v, scale=scale)
+        flash = graph_us(lambda: torch.nn.functional.scaled_dot_product_attention(
+            qg, k, v, scale=scale))  # fmt: skip
+    expected = expected.reshape(out.shape).float()
+    kv_bytes = 2 * seqs * ctx * HKV * D * 2
+    rows = []
+    for cfg in configs():
+        scratch = pa.split_scratch(seqs, HQ, cfg["num_splits"], D, q)
+
+        def run(cfg: dict[str, int] = cfg, scratch: Any = scratch) -> None:
+            pa.paged_attention(q, kc, vc, table, lens, out, scale, scratch=scratch, **cfg)
+
+        try:
+            us = graph_us(run)
+        except Exception as exc:  # a config that does not compile or launch
+            print(f"  {cfg}: {type(exc).__name__}", file=sys.stderr)
+            continue
+        err = float((out.float() - expected).abs().max())
+        rows.append({**cfg, "us": us, "of_copy": kv_bytes / (us * 1e-6) / 1e9 / copy,
+                     "max_error": err})  # fmt: skip
+    best = {s: min((r for r in rows if r["num_splits"] == s), key=lambda r: r["us"])
+            for s in (32, 64)}  # fmt: skip
+    return {"seqs": seqs, "context": ctx, "flash_us": flash, "best": best, "rows": rows}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    copy = copy_gbs()
+    results = [probe(s, c, copy) for s, c in SHAPES]
+    if args.json:
+        args.json.write_text(json.dumps({"copy_gbs": copy, "shapes": results}, indent=1))
+    print(f"copy: {copy:.0f} GB/s; CUDA-graph medians, µs; flash / ours (above 1: ours faster)")
+    print("seqs context  flash  ranges  best config                       µs  flash/ours  of copy")
+    for r in results:
+        for s, b in r["best"].items():
+            cfg = "min {min_split} block_n {block_n} w{num_warps} s{num_stages}".format(**b)
+            ratio = r["flash_us"] / b["us"]
+            print(
+                f"{r['seqs']:4} {r['context']:7} {r['flash_us']:6.1f}  {s:6}  {cfg:30} "
+                f"{b['us']:6.1f}  {ratio:9.2f}x  {100 * b['of_copy']:6.0f}%  "
+                f"(max error {b['max_error']:.1e})"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
