@@ -510,3 +510,29 @@ def test_first_reads_an_authors_tuned_json_file(recipe_dir: Path, tmp_path: Path
     first = next(q for q in worker.requests if q["op"] == "bench")
     v = first["spec"]["instances"][0]["variants"][0]
     assert (v["meta"]["BLOCK"], v["num_warps"]) == (1024, 1)
+
+
+def test_a_record_that_does_not_say_its_draws_is_taken_again_where_draws_matter(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """Records written before they named their setup (the variants and the draws) are
+    reused while the kernel is timed over one draw, and measured again over several: they
+    do not say how many draws they were timed over."""
+    a = tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
+    db = Path(str(a.bundle).replace(".aotc", ".tunedb.jsonl"))
+    rows = [json.loads(line) for line in db.read_text().splitlines()]
+    for row in rows:
+        row.get("extra", {}).pop("setup", None)
+    db.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    recipe = recipe_dir / "tune.toml"
+    same = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: same)
+    build(recipe, tmp_path / "b.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
+    assert not [r for r in same.requests if r["op"] == "bench"]
+    db.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    recipe.write_text(recipe.read_text().replace("budget = 12", "draws = 4\nbudget = 12"))
+    again = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: again)
+    build(recipe, tmp_path / "c.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
+    benches = [r for r in again.requests if r["op"] == "bench"]
+    assert benches and all(r["draws"] == 4 for r in benches)

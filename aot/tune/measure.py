@@ -85,11 +85,14 @@ class Measurer:
         call would now run instead), or times taken over another number of ``tune.draws``.
         A record names how it was measured (``setup``: the variants the config was compiled
         to, which dispatch a call the same way, and the draws). A record from before that
-        field was kept is current if the variant that ran is still planned. Others are
-        measured again, and the new record replaces the old."""
+        field was kept is current if the variant that ran is still planned, and the kernel
+        is timed over one draw (such a record does not say over how many it was). Others
+        are measured again, and the new record replaces the old."""
         setup = known.extra.get("setup")
         if setup is not None:
             return bool(setup == _setup(inst, config))
+        if inst.kernel.tune.draws > 1:
+            return False
         ran = known.extra.get("variant")
         return ran is None or ran in variant_ids(inst, config)
 
