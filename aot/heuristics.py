@@ -4,9 +4,10 @@ A rule is a Python function of the launch's arguments dict, e.g.
 ``lambda args: args["K"] % (args["BLOCK_K"] * args["SPLIT_K"]) == 0``. The loader never
 imports the kernel's module, so the rule is read from its source (the exact lambda or
 ``def`` found by matching compiled code) and rewritten into an expression over argument
-and meta-parameter names: ``K % (BLOCK_K * SPLIT_K) == 0``. What has no counterpart in the
-expression language (attribute access such as ``.dtype``, calls of the author's helpers,
-``None`` tests) is refused with the reason, and the recipe key that replaces the rule.
+and meta-parameter names: ``K % (BLOCK_K * SPLIT_K) == 0``; ``args["b"] is not None`` becomes
+``b is not None``. What has no counterpart in the expression language (attribute access
+such as ``.dtype``, calls of the author's helpers) is refused with the reason, and the
+recipe key that replaces the rule.
 """
 
 from __future__ import annotations
@@ -171,15 +172,17 @@ class Rewrite(ast.NodeTransformer):
         )
 
     def _none_test(self, node: ast.Compare) -> ast.AST | None:
-        """``args["b"] is None`` → ``b == 0``: the loader passes a None pointer as 0 (and
-        refuses a null one otherwise), so None-ness is a comparison with 0."""
+        """``args["b"] is None`` → ``b is None``; the recipe then makes it exact for the
+        argument's kind (``pointer_none_tests`` in aot/recipe/kernel_names.py)."""
         if len(node.ops) != 1 or not isinstance(node.ops[0], ast.Is | ast.IsNot):
             return None
         right = node.comparators[0]
         if not (isinstance(right, ast.Constant) and right.value is None):
             return None
-        op: ast.cmpop = ast.Eq() if isinstance(node.ops[0], ast.Is) else ast.NotEq()
-        return ast.Compare(self.visit(node.left), [op], [ast.Constant(0)])
+        left = self.visit(node.left)
+        if not isinstance(left, ast.Name):
+            raise Untranslatable(f"`{ast.unparse(node)}` tests an expression, not an argument")
+        return ast.Compare(left, [node.ops[0]], [ast.Constant(None)])
 
     def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
         return ast.BoolOp(node.op, [self.visit(v) for v in node.values])

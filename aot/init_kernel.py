@@ -99,6 +99,7 @@ class _Kinds:
     autotuned: bool  # autotune's configs are the search space (no hooks aotc cannot run)
     searched: tuple[str, ...]  # set by autotune's configs
     rules: Mapping[str, str | Untranslatable]  # heuristic -> expression, or why not
+    none_tested: tuple[str, ...]  # arguments the kernel or a rule tests against None
     defaults: Mapping[str, Any]
     unset: tuple[str, ...]  # constexprs nothing above gives a value
 
@@ -113,11 +114,13 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     keys = [n for n in (tuned.key if tuned else ()) if n in {p.name for p in runtime}]
     keys = [n for n in keys if n not in pointers]
     rules = {name: _rule(rule) for name, rule in k.heuristics.items()}
-    read = set().union(*(parse(r, predicate=True).names for r in rules.values()
-                         if isinstance(r, str)))  # fmt: skip
+    parsed = [parse(r, predicate=True) for r in rules.values() if isinstance(r, str)]
+    read = set().union(*(e.names - e.presence for e in parsed))  # `x is None`: no size
+    tested = set(usage.none_tested).union(*(e.presence for e in parsed))
     ints = {p.name for p in runtime if p.annotation in _INTS}
     sizes = [p.name for p in runtime if p.name not in pointers and p.name not in keys
              and (p.name in usage.sizes or p.name in ints or p.name in read)
+             and (p.name not in tested or p.name in read)
              and ("stride" not in p.name.lower() or p.name in read)]  # fmt: skip
     usable = tuned is not None and not tuned.hooks and configs_hooks_translate(tuned.configs)
     searched = sorted({n for c in tuned.configs for n, _ in c.kwargs}) if tuned and usable else []
@@ -125,7 +128,9 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     given = set(searched) | set(rules) | set(defaults)
     unset = [p.name for p in k.constexprs if p.name not in given]
     return _Kinds(tuple(p.name for p in runtime), tuple(pointers), tuple(sizes), untyped,
-                  tuple(keys), usable, tuple(searched), rules, defaults, tuple(unset))  # fmt: skip
+                  tuple(keys), usable, tuple(searched), rules,
+                  tuple(p.name for p in runtime if p.name in tested), defaults,
+                  tuple(unset))  # fmt: skip
 
 
 _INTS = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
@@ -216,7 +221,7 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment("Representative values of the other sizes (for the grid, inputs and tuning); "
                   "a list is several values one bundle serves.")  # fmt: skip
         t.key("sizes", {n: PLACEHOLDER for n in kinds.sizes})
-    nones = [p for p in kinds.pointers if p in usage_of(k).none_tested]
+    nones = list(kinds.none_tested)  # pointers, or scalars such as `scale: float | None`
     if nones:
         t.comment(f"The kernel tests {', '.join(nones)} against None: if callers pass None, "
                   "list it as optional (both forms are built and chosen per call).")  # fmt: skip

@@ -75,9 +75,12 @@ def env_at(
     ``binding``: which optional pointers are None). Raises EnvError naming the size or
     derived value that cannot be evaluated there."""
     env: dict[str, Any] = {**kr.fixed, **(config.values() if config else {}), **kr.sizes}
-    # A pointer's value, as the loader sees it: 0 when passed None, else some address.
+    # A pointer's value, as the loader sees it: 0 when passed None, else some address; an
+    # optional scalar's, None or (for a `scale is not None` test) some value.
     nones = {p for p, t in (binding or {}).items() if t == "none"} | set(kr.always_none)
     env.update({p: 0 if p in nones else 1 for p, t in kr.signature.items() if t.startswith("*")})
+    env.update({p: None if p in nones else env.get(p, 1)
+                for p in kr.optional if not kr.signature[p].startswith("*")})  # fmt: skip
     env.update(point)
     env.update(extra or {})
     if TARGET_SMS in env:  # the target's properties are known here
@@ -129,7 +132,7 @@ def _varying(kr: KernelRecipe) -> set[str]:
     sizes = {p for p, t in kr.signature.items() if not t.startswith("*")} | set(kr.call)
     varying: set[str] = set()
     for name, e in kr.derived.items():  # in evaluation order: each reads those before it
-        if e.names & (sizes | varying):
+        if (e.names - e.presence) & (sizes | varying):  # whether None: the binding's alone
             varying.add(name)
     return varying
 

@@ -102,12 +102,19 @@ def variant_record(kr: KernelRecipe, config: Config, c: Compiled) -> mf.VariantS
             **dict(config.meta),
             **dict(c.variant.derived),
         },
-        assume=dict(c.variant.spec.assume),
+        assume=_assumed(kr, c.variant),
         abi=c.abi,
         descriptors=c.descriptors,
         global_scratch=c.global_scratch,
         global_scratch_align=c.global_scratch_align,
     )
+
+
+def _assumed(kr: KernelRecipe, variant: Variant) -> dict[str, int]:
+    """The variant's assumptions, less those on a scalar compiled in as None: it has no
+    value to test (a pointer passed None reads as 0, which is divisible by 16)."""
+    return {n: x for n, x in variant.spec.assume
+            if n not in variant.nones or kr.signature[n].startswith("*")}  # fmt: skip
 
 
 def kernel_record(kr: KernelRecipe, instances: tuple[mf.InstanceSpec, ...]) -> mf.KernelSpec:

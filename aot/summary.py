@@ -58,7 +58,7 @@ def describe_kernel(insts: list[Instance]) -> list[str]:
     if kr.dtypes:
         out.append("  dtypes: " + ", ".join(f"{k} ∈ {list(v)}" for k, v in kr.dtypes.items()))
     if kr.optional:
-        out.append("  optional pointers (built as passed and as None): " + ", ".join(kr.optional))
+        out.append("  optional (built as passed and as None): " + ", ".join(kr.optional))
     if kr.always_none:
         out.append("  arguments inputs always passes as None (compiled in as None; a call "
                    "must pass None): " + ", ".join(kr.always_none))  # fmt: skip

@@ -5,7 +5,8 @@
 # (logs, reports, tuning databases, the benchmark's JSON); a summary is printed
 # last. STAGES picks stages (default "build tests bench"; "core" runs the other GPU tests
 # on the example and MLP bundles carried in $CORE); KERNELS limits the benchmark and
-# TEST_ARGS the tests (e.g. "-k moe");
+# TEST_ARGS the tests (e.g. "-k moe"); RECIPES limits the builds (e.g. "shipped moe";
+# default: shipped and every gallery recipe);
 # SEED names a carried folder of bundles and tuning databases from an earlier call.
 #
 #   device: carry [".whl"], command: bash benchmarks/run_gallery_on_gpu.sh
@@ -50,10 +51,11 @@ build() {  # build RECIPE NAME: tune on this GPU, time it, keep the log. With SE
   echo "build $2: exit $rc in $((SECONDS - start)) s; $(grep -E '^(wrote|buckets|tuned)' "$W/logs/build-$2.log" | tr '\n' ' ')" >> "$summary"
 }
 
+wanted() { [[ -z "${RECIPES:-}" || " $RECIPES " == *" $1 "* ]]; }
 if [[ " $STAGES " == *" build "* ]]; then
-  build tests/data/shipped/shipped.toml shipped
+  wanted shipped && build tests/data/shipped/shipped.toml shipped
   for r in recipes/gallery/*.toml; do
-    build "$r" "$(basename "$r" .toml)"
+    wanted "$(basename "$r" .toml)" && build "$r" "$(basename "$r" .toml)"
   done
 fi
 
@@ -65,6 +67,12 @@ if [[ " $STAGES " == *" tests "* ]]; then
     tests/gpu/test_gallery_gpu.py -p no:cacheprovider -rf ${TEST_ARGS:-} > "$W/logs/gpu-tests.log" 2>&1
   echo "gallery GPU tests: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/gpu-tests.log")" >> "$summary"
   grep -E "^(FAILED|ERROR)" "$W/logs/gpu-tests.log" | head -20 >> "$summary"
+  if [[ -f "$W/bundles/shipped.aotc" ]]; then  # the shipped recipe's own GPU tests
+    start=$SECONDS
+    AOTC_TEST_SHIPPED_BUNDLE=$W/bundles/shipped.aotc timeout 120 python3 -m pytest -q -m gpu \
+      tests/gpu/test_shipped_gpu.py -p no:cacheprovider -rf > "$W/logs/shipped-tests.log" 2>&1
+    echo "shipped GPU tests: exit $? in $((SECONDS - start)) s: $(tail -1 "$W/logs/shipped-tests.log")" >> "$summary"
+  fi
 fi
 
 pack

@@ -57,11 +57,14 @@ def check_kernel(k: KernelSpec) -> None:
         raise DecodeError("derived", "names a value twice, or an integer parameter")
     reads = _reads(tuple(d.expr for d in k.derived), "derived", predicate=True)
     reads |= _reads(k.checks, "checks", predicate=True) - set(CHECK_BUILTINS)
-    for field in ("optional", "always_none"):
-        for j, name in enumerate(getattr(k, field)):
-            if not types.get(name, "").startswith("*") or k.nullable.count(name) != 1:
-                raise DecodeError(f"{field}[{j}]", f"{name!r} is not a pointer parameter, or "
-                                  "is listed twice")  # fmt: skip
+    for j, name in enumerate(k.optional):  # a pointer, or a scalar passed as None
+        if name not in types or name in k.bucket_keys or k.nullable.count(name) != 1:
+            raise DecodeError(f"optional[{j}]", f"{name!r} is not a parameter, is a bucket "
+                              "key, or is listed twice")  # fmt: skip
+    for j, name in enumerate(k.always_none):
+        if not types.get(name, "").startswith("*") or k.nullable.count(name) != 1:
+            raise DecodeError(f"always_none[{j}]", f"{name!r} is not a pointer parameter, or "
+                              "is listed twice")  # fmt: skip
     for j, name in enumerate(k.descriptors):
         if not types.get(name, "").startswith("*") or k.descriptors.count(name) != 1:
             raise DecodeError(f"descriptors[{j}]", f"{name!r} is not a pointer parameter, or "

@@ -3,9 +3,9 @@
 Recipes write grids such as ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``. The text is parsed with
 Python's own parser and then checked node by node against a whitelist: integer literals,
 names, ``+ - * // %``, unary minus, parentheses and calls to ``cdiv``, ``min``, ``max``
-and ``next_power_of_2`` (plus comparisons, ``and``/``or``/``not``, ``True``/``False`` and
-``a if c else b`` in predicates and in the values derived per call from
-``@triton.heuristics`` rules). Only a tree that passed the
+and ``next_power_of_2`` (plus comparisons, ``and``/``or``/``not``, ``True``/``False``,
+``a if c else b`` and ``x is None``/``x is not None`` in predicates and in the values
+derived per call from ``@triton.heuristics`` rules). Only a tree that passed the
 check is compiled, so no arbitrary text ever reaches ``eval``. Compiled grids are plain
 Python lambdas, which keeps the loader's per-call cost to one function call.
 """
@@ -62,11 +62,14 @@ _parsed: dict[tuple[str, bool], Expr] = {}  # parse's, bounded the same way
 
 @dataclass(frozen=True)
 class Expr:
-    """A parsed, checked expression. ``names`` are the free variables it reads."""
+    """A parsed, checked expression. ``names`` are the free variables it reads;
+    ``presence``, those of them it reads only in ``x is None`` tests (their values do
+    not matter, only whether the call passed None)."""
 
     text: str
     names: frozenset[str]
     tree: ast.expr = field(repr=False, compare=False)
+    presence: frozenset[str] = frozenset()
 
     def evaluate(self, env: Mapping[str, Any]) -> int:
         missing = self.names - env.keys()
@@ -108,18 +111,53 @@ def _parse(text: str, predicate: bool) -> Expr:
     except (RecursionError, MemoryError):
         raise ExprError(f"{_show(text)} is nested too deeply") from None
     names: set[str] = set()
-    _check(tree, text, predicate, names)
-    return Expr(text=text.strip(), names=frozenset(names), tree=tree)
+    tested: set[str] = set()
+    _check(tree, text, predicate, names, tested)
+    presence = frozenset(n for n in tested if not _read_elsewhere(tree, n))
+    return Expr(text=text.strip(), names=frozenset(names), tree=tree, presence=presence)
 
 
-def _check(tree: ast.AST, text: str, predicate: bool, names: set[str]) -> None:
-    """Check every node of ``tree`` against the language, collecting free names; walked
-    with a stack, so that depth is bounded here and not by Python's recursion."""
+def none_test(node: ast.AST) -> ast.Name | None:
+    """The name ``node`` tests, if it is ``NAME is None`` or ``NAME is not None``."""
+    if (
+        isinstance(node, ast.Compare)
+        and len(node.ops) == 1
+        and isinstance(node.ops[0], ast.Is | ast.IsNot)
+        and isinstance(node.left, ast.Name)
+        and isinstance(node.comparators[0], ast.Constant)
+        and node.comparators[0].value is None
+    ):
+        return node.left
+    return None
+
+
+def _read_elsewhere(tree: ast.AST, name: str) -> bool:
+    """Whether ``tree`` reads ``name`` other than in a None test (the tree is checked)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if none_test(node) is not None:
+            continue
+        if isinstance(node, ast.Name) and node.id == name:
+            return True
+        stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _check(tree: ast.AST, text: str, predicate: bool, names: set[str], tested: set[str]) -> None:
+    """Check every node of ``tree`` against the language, collecting free names (and in
+    ``tested`` those in None tests); walked with a stack, so that depth is bounded here
+    and not by Python's recursion."""
     stack = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise ExprError(f"{_show(text)} is nested more than {MAX_DEPTH} levels deep")
+        tested_name = none_test(node) if predicate else None
+        if tested_name is not None:
+            names.add(tested_name.id)
+            tested.add(tested_name.id)
+            continue
         children = _children(node, text, predicate, names)
         stack.extend((c, depth + 1) for c in reversed(children))  # left to right
 
@@ -128,7 +166,11 @@ def _bad(text: str, predicate: bool, what: str) -> ExprError:
     return ExprError(
         f"{_show(text)}: {what} is not allowed; use integers, argument and meta-parameter "
         f"names, + - * // % and {', '.join(FUNCTIONS)}()"
-        + (", comparisons, and/or/not, True/False and 'a if c else b'" if predicate else "")
+        + (
+            ", comparisons, and/or/not, True/False, 'a if c else b' and 'x is None'"
+            if predicate
+            else ""
+        )
     )
 
 
@@ -197,6 +239,13 @@ class _Bind(ast.NodeTransformer):
                 raise ExprError(f"{_show(self.text)}: {node.id} is {value!r}, not an integer")
             return ast.copy_location(ast.Constant(value), node)
         return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        name = none_test(node)
+        if name is not None and name.id in self.consts:  # any constexpr may be None-tested
+            is_none = self.consts[name.id] is None
+            return ast.copy_location(ast.Constant(is_none == isinstance(node.ops[0], ast.Is)), node)
+        return self.generic_visit(node)
 
 
 def compile_function(

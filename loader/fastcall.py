@@ -135,11 +135,14 @@ class FastPath:
     ):
         """``bucket_positions``: where each of ``buckets``' dimensions is among the call's
         values (which must clamp: a call past the last bucket goes to the last, as in the
-        checked path); ``optional``: pointers that may be None; ``call``: the kernel's call
-        values."""
+        checked path); ``optional``: arguments that may be None; ``call``: the kernel's
+        call values."""
         self._known: dict[tuple[Any, ...], ChoiceTable] = {}
+        # An optional scalar passed None is None in the values, as in the checked path.
         self._plain = tuple(
-            (i, _plain_types(p, grid_names)) for i, p in enumerate(params) if p.type[0] != "*"
+            (i, _plain_types(p, grid_names) + ((type(None),) if p.name in optional else ()))
+            for i, p in enumerate(params)
+            if p.type[0] != "*"
         )
         index = {p.name: i for i, p in enumerate(params)}
         lookup = buckets.clamp_lookup()
@@ -156,7 +159,8 @@ class FastPath:
         # A rank the bundle was built for is the checked path's to enforce: never fast.
         shapes = [(index[c.arg], c.dim, c.rank) if c.arg else None for c in call]
         bucket = _bucket(bucket_positions, [stride for _, stride in lookup])
-        source = _source(params, bucket, {index[n] for n in optional}, shapes,
+        pointers = {index[n] for n in optional if params[index[n]].type[0] == "*"}
+        source = _source(params, bucket, pointers, shapes,
                          {index[n] for n in descriptors})  # fmt: skip
         functions = _generate(source, env)
         self._signature: Callable[[Sequence[Any]], tuple[Any, ...]] = functions["signature"]

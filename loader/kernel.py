@@ -123,11 +123,13 @@ class Kernel:
         values: list[Any] = []
         dtypes: dict[int, str] = {}
         for i, (p, a) in enumerate(zip(self.params, args, strict=True)):
-            if p.type[0] != "*":
-                values.append(_args.scalar(a, p.type, p.name))
-            elif a is None and p.name in self._optional:
-                values.append(0)  # compiled in as None: never passed
+            if a is None and p.name in self._optional:
+                # Compiled in as None, never passed: a pointer reads as 0 (a null one is
+                # refused), a scalar as None (a given 0.0 is not None).
+                values.append(0 if p.type[0] == "*" else None)
                 dtypes[i] = NONE
+            elif p.type[0] != "*":
+                values.append(_args.scalar(a, p.type, p.name))
             elif p.name in self._always_none:
                 raise ArgumentError(
                     f"{self.name}(): argument {p.name!r} is compiled in as None (the recipe's "
@@ -193,10 +195,10 @@ class Kernel:
         then GIVEN or NONE for each nullable pointer (an op routes by it)."""
         seen: dict[int, str] = {}
         for i, (p, a) in enumerate(zip(self.params, args, strict=True)):
-            if p.type[0] != "*":
-                continue
             if a is None and p.name in self._optional:
                 seen[i] = NONE
+                continue
+            if p.type[0] != "*":
                 continue
             reader = _descriptors.tensor if p.name in self._descriptors else _args.pointer
             dt = reader(a, p.name)[1]
@@ -258,10 +260,12 @@ class Kernel:
         variant = inst.choices[b][-1].variant  # the generic one: same config, fewest assumptions
         derived = {d.name for d in self.spec.derived}
         out: dict[str, Any] = {k: v for k, v in variant.meta.items() if k not in derived}
+        # Whether an optional scalar is None is the binding's: `scale is not None` is known.
+        nones = {p: None if inst.dtypes.get(p) == NONE else 1 for p in self.spec.optional}
         for d in self.spec.derived:
             e = parse(d.expr, predicate=True)
-            if e.names <= set(sizes) | set(out):
-                value = e.evaluate({**out, **sizes})
+            if e.names <= set(sizes) | set(out) | (e.presence & set(nones)):
+                value = e.evaluate({**nones, **out, **sizes})
                 held = {v.meta.get(d.name) for v in inst.variants}
                 if value not in held:
                     at = ", ".join(f"{n}={sizes[n]}" for n in sorted(e.names & set(sizes)))

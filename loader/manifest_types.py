@@ -47,7 +47,7 @@ Dim = Annotated[int, Range(0, 2**62)]
 # A constexpr's value: Triton takes integers, floats, booleans, strings, None, and dtypes
 # (written "tl.bfloat16").
 Constexpr = Int | float | bool | str | None
-# A binding's value for an optional pointer (``KernelSpec.optional``): passed, or None.
+# A binding's value for an optional argument (``KernelSpec.optional``): passed, or None.
 GIVEN, NONE = "given", "none"
 
 

@@ -91,3 +91,23 @@ def test_param_named_like_a_helper_cannot_shadow_it() -> None:
 @given(st.integers(0, 10**9), st.integers(1, 10**6))
 def test_cdiv_matches_ceil(m: int, b: int) -> None:
     assert parse("cdiv(M, B)").evaluate({"M": m, "B": b}) == -(-m // b) == (m + b - 1) // b
+
+
+def test_a_predicate_tests_whether_a_name_is_none() -> None:
+    """``x is None`` reads only whether a call passed None (``presence``); anything else
+    compared with ``is``, or a None test outside a predicate, is refused."""
+    e = parse("scale is not None and K % 2 == 0", predicate=True)
+    assert e.names == {"scale", "K"} and e.presence == {"scale"}
+    assert parse("x is None or x > 3", predicate=True).presence == frozenset()
+    fn = compile_function([e], ["scale", "K"])
+    assert [fn(s, 4)[0] for s in (None, 0.0, 2.5)] == [False, True, True]
+    # A constexpr folds in whatever its value: a string or None can be None-tested.
+    assert compile_function([parse("ACT is None", predicate=True)], [], {"ACT": "relu"})() == (
+        False,
+    )
+    assert compile_function([parse("ACT is None", predicate=True)], [], {"ACT": None})() == (True,)
+    for text in ("x is 3", "x is y", "(x + 1) is None"):
+        with pytest.raises(ExprError, match="not allowed"):
+            parse(text, predicate=True)
+    with pytest.raises(ExprError, match="not allowed"):
+        parse("x is None")

@@ -172,8 +172,8 @@ def test_the_shipped_test_kernels(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     doc, text = draft_of(folder / "kernels.toml")
     names = [k["name"] for k in doc["kernel"]]
-    assert names == ["rms", "mm", "consts", "opaque", "blocked"]
-    rms, mm, consts, opaque, blocked = doc["kernel"]
+    assert names == ["rms", "mm", "consts", "opaque", "blocked", "scaled"]
+    rms, mm, consts, opaque, blocked, scaled = doc["kernel"]
     assert "buckets" not in rms and rms["sizes"] == {"n_cols": "TODO"}
     assert rms["space"]["BLOCK_SIZE"] == "TODO"
     assert set(mm["buckets"]) == {"M", "N", "K"} and "space" not in mm and "sizes" not in mm
@@ -181,7 +181,8 @@ def test_the_shipped_test_kernels(tmp_path: Path) -> None:
         "# EVEN_K = K % BLOCK_K == 0, from @triton.heuristics",
         '# optional = ["bias_ptr"]',
         '# ACTIVATION = "", its default',
-        "# HAS_BIAS = bias_ptr != 0, from @triton.heuristics",
+        "# HAS_BIAS = bias_ptr is not None, from @triton.heuristics",
+        '# optional = ["scale"]',  # an optional scalar, tested by a rule: no size
         "`args['x_ptr'].dtype.itemsize` has no counterpart in aotc's expressions",
         "by their use, pointers: Y, X, W; sizes: n_cols",
     ):
@@ -190,6 +191,7 @@ def test_the_shipped_test_kernels(tmp_path: Path) -> None:
     assert set(consts["space"]) == {"SCALE", "FLAG", "MODE", "NOTHING", "OUT_T", "BLOCK",
                                     "num_warps", "num_stages"}  # fmt: skip
     assert blocked["sizes"] == {"n": "TODO", "EM": "TODO"}
+    assert scaled["sizes"] == {"n": "TODO"}
     assert "fill in: inputs, grid, sizes.n, derived.BLOCK" in r.stdout
 
     real = {k["name"]: k for k in tomllib.loads((SHIPPED / "shipped.toml").read_text())["kernel"]}
@@ -208,7 +210,7 @@ def test_the_shipped_test_kernels(tmp_path: Path) -> None:
     doc["bundle"]["targets"] = ["sm_90"]
     (folder / "kernels.toml").write_text(dump(doc))
     plan = make_plan(load(folder / "kernels.toml"))
-    assert [k.name for k in plan.recipe.kernels] == ["rms", "mm", "consts", "blocked"]
+    assert [k.name for k in plan.recipe.kernels] == ["rms", "mm", "consts", "blocked", "scaled"]
 
 
 KERNEL_FILE = """

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +63,7 @@ def test_the_signature_is_inferred_and_the_plan_says_so() -> None:
     assert "call values: n_rows = shape(X, 0)" in text
     assert "search space: 3 configs (@triton.autotune's configs)" in text
     assert "per call: EVEN_K = K % BLOCK_K == 0 (@triton.heuristics)" in text
-    assert "optional pointers (built as passed and as None): bias_ptr" in text
+    assert "optional (built as passed and as None): bias_ptr" in text
 
 
 def test_the_plan_names_a_pointer_inputs_always_passes_as_none(tmp_path: Path) -> None:
@@ -207,6 +209,51 @@ def test_host_values_are_pinned_and_none_tests_become_per_call_values(
     assert "BLOCK_M=32 was asked for" in str(e.value) and fake.launches == []
     blocked(*blocked_args(50, 64), BLOCK_M=block)
     assert len(fake.launches) == 1
+
+
+def _scale_word(launch: Any) -> float:
+    """The fp32 scale slot of a scaled_kernel launch (x, out, scale, n)."""
+    return float(struct.unpack("<f", struct.pack("<Q", launch.params[2])[:4])[0])
+
+
+def test_an_optional_scalar_is_built_both_ways_and_zero_is_not_none(
+    shipped: Path, fake: FakeLib
+) -> None:
+    """``scale: float | None`` with a ``scale is not None`` heuristics rule: a call's None
+    runs the variant compiled with scale = None, and 0.0 is a scale like any other (it
+    was read as None when a None test was ``scale != 0``)."""
+    text = describe_plan(make_plan(load(DATA / "shipped.toml")))
+    assert "optional (built as passed and as None): scale" in text
+    assert "HAS_SCALE = scale is not None (@triton.heuristics)" in text
+    scaled = loader.open(shipped)["scaled"]
+    assert [d.expr for d in scaled.spec.derived] == ["scale is not None"]
+    x, out = T(0x1000, 3000, dtype="torch.float32"), T(0x2000, 3000, dtype="torch.float32")
+    none = scaled.variant_for(x, out, None, 3000)
+    assert none.meta["HAS_SCALE"] is False and "scale" not in none.abi
+    for scale in (0.0, 2.5, 0):
+        given = scaled.variant_for(x, out, scale, 3000)
+        assert given.meta["HAS_SCALE"] is True and "scale" in given.abi
+    for _ in range(3):  # the checked path first, then the fast path, for each binding
+        for scale in (None, 0.0, 2.5):
+            scaled(x, out, scale, 3000)
+            launch = fake.launches[-1]
+            assert len(launch.params) == (5 if scale is None else 6)  # + 2 scratch pointers
+            if scale is not None:
+                assert _scale_word(launch) == scale
+    assert scaled.binding([x, out, None, 3000]) == ("none",)
+    assert scaled.binding([x, out, 0.0, 3000]) == ("given",)
+    assert scaled.launch_config(dtypes={"scale": "none"}, n=3000)["HAS_SCALE"] is False
+    with pytest.raises(loader.ArgumentError, match="scale"):
+        scaled(x, out, "two", 3000)
+
+
+def test_a_none_test_of_a_pointer_compares_its_address_with_zero(tmp_path: Path) -> None:
+    """Written ``x is None`` (or translated from a rule), a pointer's None test is kept as
+    ``x == 0`` in the bundle: the loader passes a pointer given as None as 0."""
+    recipe = load(DATA / "shipped.toml")
+    blocked = next(k for k in recipe.kernels if k.name == "blocked")
+    assert blocked.heuristics == {"HAS_BIAS": "bias_ptr is not None"}
+    assert blocked.derived["HAS_BIAS"].text == "bias_ptr != 0"
 
 
 def test_the_default_specialization_is_the_jits_for_the_example() -> None:

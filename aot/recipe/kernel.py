@@ -136,7 +136,7 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
     values = parse_values(v, k, w, kernel, call)
     values.check_names(v, w, kernel, meta)
     signature, inferred, example = _signature(v, k, w, kernel, dtypes, inputs, root, values, meta)
-    optional, always_none = _optional(v, k, w, signature, example)
+    optional, always_none = _optional(v, k, w, signature, example, values)
     descriptors = parse_descriptors(v, k, w, signature, meta, kernel)
     _check_described(v, w, example, descriptors)
     buckets, sizes = values.typed(v, w, signature)
@@ -149,6 +149,7 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
         fixed=frozenset(meta.fixed) | set(meta.derived),
         searched=frozenset(meta.searched),
         constants=frozenset(values.constants),
+        pointers=frozenset(p for p, t in signature.items() if t.startswith("*")),
     )
     values.check_exprs(v, w, names)
     derived = ordered_derived(v, w, meta.derived, names)
@@ -240,10 +241,8 @@ def ordered_derived(
     v: Validator, w: str, derived: Mapping[str, Expr], names: Names
 ) -> dict[str, Expr]:
     """The derived values in an order where each reads only those before it."""
-    for name, e in derived.items():
-        names.derived(v, f"{w}.derived.{name}", e)
+    pending = {name: names.derived(v, f"{w}.derived.{name}", e) for name, e in derived.items()}
     out: dict[str, Expr] = {}
-    pending = dict(derived)
     while pending:
         ready = [n for n, e in pending.items() if not (e.names & set(pending)) - {n}]
         if not ready or any(n in pending[n].names for n in ready):
@@ -298,19 +297,26 @@ def _signature(
 
 
 def _optional(
-    v: Validator, k: Mapping[str, Any], w: str, signature: dict[str, str], example: Example | None
+    v: Validator,
+    k: Mapping[str, Any],
+    w: str,
+    signature: dict[str, str],
+    example: Example | None,
+    values: Values,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Pointers built both ways (``optional``), and those ``inputs`` always passes as None."""
+    """Arguments built both ways (``optional``: pointers, and scalars such as a ``scale:
+    float | None``), and those ``inputs`` always passes as None."""
     nones = example.nones if example is not None else frozenset()
     raw = k.get("optional", [])
     key = f"{w}.optional"
-    pointers = [p for p, t in signature.items() if t.startswith("*") or p in nones]
-    listed = v.choices(raw, key, pointers, "pointer argument names", "a pointer argument",
-                       '["bias_ptr"]')  # fmt: skip
+    sized = set(values.buckets) | set(values.listed) | set(values.sizes) | set(values.exprs)
+    allowed = [p for p in signature if p not in sized]
+    listed = v.choices(raw, key, allowed, "argument names", "an argument that may be None "
+                       "(a bucket key or size cannot)", '["bias_ptr"]')  # fmt: skip
     for p in listed:
         if not signature[p]:
             v.fail(key, f"inputs passes {p} as None, so its type is unknown; give it under "
-                   f"{w}.signature, or pass a tensor for it in inputs")  # fmt: skip
+                   f"{w}.signature, or pass a value for it in inputs")  # fmt: skip
     always = tuple(p for p in signature if p in nones and p not in listed)
     for p in always:
         signature[p] = signature[p] or "*i8"  # never launched as a pointer

@@ -14,11 +14,12 @@ checked here, against the values its evaluation will have:
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any
 
-from loader.expr import Expr
+from loader.expr import Expr, none_test, parse
 
 from .validate import Validator, show, sorted_names
 
@@ -38,6 +39,7 @@ class Names:
     # Sizes that are neither arguments nor call values (num_experts): values for size
     # expressions, tune.flops/bytes and inputs at build time, never read at run time.
     constants: frozenset[str] = frozenset()
+    pointers: frozenset[str] = frozenset()  # pointer arguments
 
     @property
     def sized(self) -> frozenset[str]:
@@ -56,9 +58,10 @@ class Names:
                    f"arguments, meta-parameters and {', '.join(GRID_BUILTINS)}")  # fmt: skip
         return e
 
-    def check_sized(self, v: Validator, key: str, exprs: tuple[Expr, ...]) -> None:
-        """Every integer argument the expressions read has a value at every bucket."""
-        read: set[str] = set().union(*(e.names for e in exprs))
+    def check_sized(self, v: Validator, key: str, exprs: tuple[Expr | Set[str], ...]) -> None:
+        """Every integer argument the expressions (or sets of names) read has a value at
+        every bucket."""
+        read: set[str] = set().union(*(e.names if isinstance(e, Expr) else e for e in exprs))
         unsized = sorted((read & self.ints) - self.sized)
         if unsized:
             v.fail(key, f"reads {', '.join(unsized)}, which is neither a bucket key nor in "
@@ -75,15 +78,17 @@ class Names:
                    f"{sorted_names(allowed)}")  # fmt: skip
         return e
 
-    def derived(self, v: Validator, key: str, e: Expr) -> None:
+    def derived(self, v: Validator, key: str, e: Expr) -> Expr:
         """A constexpr computed per call reads integer arguments, call values and other
-        meta-parameters; the integers need a value where the build evaluates it."""
+        meta-parameters; the integers need a value where the build evaluates it. Returns
+        it with its None tests made exact (``pointer_none_tests``)."""
         unknown = e.names - self.arguments - self.meta
         if unknown:
             v.fail(key, f"unknown name(s) {sorted_names(unknown)}; a derived value reads "
-                   "arguments (a pointer as 0 when it is None), call values and "
-                   "meta-parameters")  # fmt: skip
-        self.check_sized(v, key, (e,))
+                   "arguments ('x is None' tests whether a call passed None), call values "
+                   "and meta-parameters")  # fmt: skip
+        self.check_sized(v, key, (e.names - e.presence,))
+        return pointer_none_tests(e, self.pointers)
 
     def per_bucket(self, v: Validator, raw: Any, key: str) -> Expr:
         """An expression evaluated once per bucket (``tune.flops``, ``tune.bytes``)."""
@@ -104,3 +109,24 @@ def _no_value(v: Validator, key: str, names: Set[str], what: str, why: str) -> N
     if names:
         v.fail(key, f"reads {sorted_names(names)}, a {what}: {why}; use bucket keys, sizes "
                "and fixed values")  # fmt: skip
+
+
+def pointer_none_tests(e: Expr, pointers: Set[str]) -> Expr:
+    """``e`` with each None test of a pointer as a comparison with 0: ``b is not None``
+    becomes ``b != 0``. The loader passes a pointer given as None as the address 0, and
+    refuses a null one otherwise, so the two agree, and the expression stays one of
+    integers. A scalar keeps ``x is None``: given as 0.0 it is not None, and the loader
+    passes one given as None as None."""
+    tree = ast.parse(e.text, mode="eval")
+    if not any((n := none_test(node)) is not None and n.id in pointers for node in ast.walk(tree)):
+        return e  # kept as written
+
+    class Rewrite(ast.NodeTransformer):
+        def visit_Compare(self, node: ast.Compare) -> ast.AST:
+            name = none_test(node)
+            if name is None or name.id not in pointers:
+                return self.generic_visit(node)
+            op: ast.cmpop = ast.Eq() if isinstance(node.ops[0], ast.Is) else ast.NotEq()
+            return ast.Compare(name, [op], [ast.Constant(0)])
+
+    return parse(ast.unparse(Rewrite().visit(tree)), predicate=True)

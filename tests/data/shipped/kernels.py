@@ -116,3 +116,14 @@ def blocked_kernel(
     if HAS_BIAS:
         x += tl.load(bias_ptr + offs, mask=offs < n, other=0.0)
     tl.store(out_ptr + offs, x.to(DT), mask=offs < EM)
+
+
+@triton.heuristics({"HAS_SCALE": lambda args: args["scale"] is not None})
+@triton.jit
+def scaled_kernel(x_ptr, out_ptr, scale, n, HAS_SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    """out = x * scale, or x where the caller passes scale=None (an optional scalar)."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if HAS_SCALE:
+        x = x * scale
+    tl.store(out_ptr + offs, x, mask=offs < n)

@@ -42,3 +42,8 @@ def blocked_inputs(sizes, dtypes, device="cuda", config=None):
     dt = _D[dtypes["T"]]
     x = torch.empty(sizes["n"], device=device, dtype=dt)
     return [x, torch.empty_like(x), torch.empty(em, device=device, dtype=dt), sizes["n"], em]
+
+
+def scaled_inputs(sizes, dtypes, device="cuda"):
+    x = torch.randn(sizes["n"], device=device, dtype=torch.float32)
+    return [x, torch.empty_like(x), 0.5, sizes["n"]]
