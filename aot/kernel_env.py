@@ -72,7 +72,7 @@ def env_at(
     binding: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Every value at ``point`` under ``config`` (``extra``: the target's properties;
-    ``binding``: which optional pointers are None). Raises EnvError naming the size or
+    ``binding``: which optional arguments are None). Raises EnvError naming the size or
     derived value that cannot be evaluated there."""
     env: dict[str, Any] = {**kr.fixed, **(config.values() if config else {}), **kr.sizes}
     # A pointer's value, as the loader sees it: 0 when passed None, else some address; an

@@ -4,7 +4,7 @@ pruning what cannot fit.
 No compiling happens here; ``aotc plan`` prints the matrix this stage produces. Before
 anything is expanded the matrix's size is checked against the recipe's cap
 (``[bundle].max_plan_size``); the checks of what the build evaluates per bucket live in
-plan_checks.py. A binding fixes the dtype variables and which optional pointers are
+plan_checks.py. A binding fixes the dtype variables and which optional arguments are
 passed as None; the derived values (``@triton.heuristics`` rules, ``derived``) a config
 takes across the buckets each get their own variants (kernel_env.py).
 """
@@ -34,8 +34,8 @@ from .recipe import LAUNCH_OPTIONS, KernelRecipe, Recipe
 from .source import KernelSource, resolve
 from .targets import GPU
 
-NONE = "none"  # a binding's value for an optional pointer passed as None
-GIVEN = "given"  # ... and for one passed a tensor
+NONE = "none"  # a binding's value for an optional argument passed as None
+GIVEN = "given"  # ... and for one passed a value
 
 __all__ = ["GENERIC", "MAX_GRID", "NONE", "Config", "Instance", "Plan", "Spec", "Variant",
            "make_plan", "plan_size"]  # fmt: skip
@@ -64,7 +64,7 @@ class Variant:
     kernel: str
     target: str
     arch: str
-    dtypes: tuple[tuple[str, str], ...]  # the binding: dtype variables, optional pointers
+    dtypes: tuple[tuple[str, str], ...]  # the binding: dtype variables, optional arguments
     config: Config
     spec: Spec
     derived: Combo = ()
@@ -84,7 +84,7 @@ class Variant:
 @dataclass(frozen=True)
 class Instance:
     """A kernel for one target and one binding of its dtype variables (and of its
-    optional pointers to None or a tensor)."""
+    optional arguments to None or a value)."""
 
     kernel: KernelRecipe
     target: GPU

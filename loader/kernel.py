@@ -35,7 +35,7 @@ _RETRY_CHECKED = (*PACK_ERRORS, ArgumentError)
 
 
 class _Instance:
-    """A kernel's launchers for one binding (dtypes, optional pointers) on one target."""
+    """A kernel's launchers for one binding (dtypes, optional arguments) on one target."""
 
     def __init__(
         self, source: EntrySource, spec: KernelSpec, inst: Any, param_index: dict[str, int]
@@ -192,7 +192,7 @@ class Kernel:
         self, args: Sequence[Any], dtypes: Mapping[str, str] | None = None
     ) -> tuple[str, ...]:
         """The binding a call with ``args`` runs under: each dtype variable's element type,
-        then GIVEN or NONE for each nullable pointer (an op routes by it)."""
+        then GIVEN or NONE for each optional argument (an op routes by it)."""
         seen: dict[int, str] = {}
         for i, (p, a) in enumerate(zip(self.params, args, strict=True)):
             if a is None and p.name in self._optional:
@@ -240,7 +240,7 @@ class Kernel:
         asks first). ``sizes`` gives every bucket key (arguments or call values) by name;
         a derived constexpr is included when ``sizes`` has every value it reads, and one
         the bundle has no variant for is refused as the call would be. ``dtypes`` picks
-        the binding (dtype variables, optional pointers as "given"/"none"); it may be left
+        the binding (dtype variables, optional arguments as "given"/"none"); it may be left
         out when every binding would launch the same."""
         missing = [k for k in self.spec.bucket_keys if k not in sizes]
         if missing:

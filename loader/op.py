@@ -86,7 +86,7 @@ class Op:
             + [t for t in self._take if t[0].name != name]
             for name in spec.kernels
         }
-        # per binding (dtypes, optional pointers), per bucket
+        # per binding (dtypes, optional arguments), per bucket
         self._routes: dict[tuple[str, ...], list[list[tuple[Kernel, list[int] | None]]]] = {
             tuple(r.dtypes[b] for b in first.binding_keys): [tries[n] for n in r.kernels]
             for r in spec.routes

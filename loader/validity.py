@@ -203,7 +203,8 @@ def explain(
         fixes.append("Add the values to the recipe's sizes (or buckets) and rebuild")
     read: set[str] = set()
     for text in [d.expr for d in spec.derived] + list(spec.checks):
-        read |= parse(text, predicate=True).names
+        e = parse(text, predicate=True)
+        read |= e.names - e.presence  # a None test's argument: the binding decides, no value
     at = ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=False) if n in read)
     return "; or ".join(parts) + (f" (at {at})" if at else "") + ". " + "; ".join(fixes)
 

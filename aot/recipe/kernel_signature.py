@@ -4,8 +4,9 @@ Each non-constexpr parameter takes, in this order: its ``[kernel.signature]`` en
 annotation (``x_ptr: "*fp16"``), or the type of the value the recipe's ``inputs`` gives
 it, called with meta tensors (``device="meta"``: shapes and dtypes, no memory) once per
 dtype binding — a tensor is a pointer to its dtype, an int is ``i32`` (``i64`` past that
-range), a float ``fp32``, a bool ``i1``, and ``None`` an optional pointer. A pointer whose
-element type follows a dtype variable through the bindings is ``*T``.
+range), a float ``fp32``, a bool ``i1``, and ``None`` an argument compiled in as None
+(``optional``: built both ways). A pointer whose element type follows a dtype variable
+through the bindings is ``*T``.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def inferred_types(
     small: Mapping[str, int] | None = None,
 ) -> Example:
     """Types of the ``wanted`` arguments from ``inputs``' example values, the arguments it
-    passed as None (optional pointers), and the first binding's example values."""
+    passed as None, and the first binding's example values."""
     if inputs is None:
         v.fail(f"{w}.signature", f"{kernel.name} takes {', '.join(wanted)}, whose types are "
                "not annotated: give the recipe's inputs (its example arguments, which the "

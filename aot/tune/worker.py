@@ -292,7 +292,7 @@ def _typical(samples: list[float], sets: int, msg: dict[str, Any]) -> float:
 
 
 def _bound(args: list[Any], kernel: Any, binding: dict[str, str]) -> list[Any]:
-    """The example arguments under the instance's binding: an optional pointer the
+    """The example arguments under the instance's binding: an optional argument the
     binding passes as None is None (``inputs`` gives every pointer a tensor)."""
     return [None if binding.get(p.name) == "none" else a for p, a in zip(kernel.params, args,
                                                                          strict=True)]  # fmt: skip
