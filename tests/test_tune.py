@@ -8,6 +8,7 @@ import json
 import math
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -452,6 +453,15 @@ def test_a_first_config_the_space_lacks_is_refused_by_name(
     assert error in str(err.value)
 
 
+def _benches_of_rebuild(recipe: Path, db: Path, out: Path) -> list[dict[str, Any]]:
+    """The bench requests a build of ``recipe`` into ``out``, resuming from ``db``, sends
+    a new worker (none: every measurement was reused)."""
+    worker = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: worker)
+    build(recipe, out, env_for(out.parent / "cache"), out.parent, opts)
+    return [r for r in worker.requests if r["op"] == "bench"]
+
+
 def test_a_new_more_specialized_variant_is_measured_not_the_old_records_reused(
     recipe_dir: Path, tmp_path: Path
 ) -> None:
@@ -464,10 +474,7 @@ def test_a_new_more_specialized_variant_is_measured_not_the_old_records_reused(
     recipe = recipe_dir / "tune.toml"
     specs = 'specializations = [{ "*" = 16 }, { "*" = 16, n = 0 }]\n'
     recipe.write_text(recipe.read_text().replace("[kernel.space]", specs + "[kernel.space]"))
-    again = FakeWorker()
-    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: again)
-    build(recipe, tmp_path / "b.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
-    benches = [r for r in again.requests if r["op"] == "bench"]
+    benches = _benches_of_rebuild(recipe, db, tmp_path / "b.aotc")
     assert benches, "the old variants' times were reused"
     for r in benches:  # each offers the new variant, which a call at a bound runs
         assert any(v["assume"].get("n") == 16 for v in r["spec"]["instances"][0]["variants"])
@@ -491,10 +498,7 @@ def test_times_over_another_number_of_draws_are_taken_again(
     db = Path(str(a.bundle).replace(".aotc", ".tunedb.jsonl"))
     recipe = recipe_dir / "tune.toml"
     recipe.write_text(recipe.read_text().replace("budget = 12", "draws = 3\nbudget = 12"))
-    again = FakeWorker()
-    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: again)
-    build(recipe, tmp_path / "b.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
-    benches = [r for r in again.requests if r["op"] == "bench"]
+    benches = _benches_of_rebuild(recipe, db, tmp_path / "b.aotc")
     assert benches and all(r["draws"] == 3 for r in benches)
 
 
@@ -525,14 +529,8 @@ def test_a_record_that_does_not_say_its_draws_is_taken_again_where_draws_matter(
         row.get("extra", {}).pop("setup", None)
     db.write_text("".join(json.dumps(row) + "\n" for row in rows))
     recipe = recipe_dir / "tune.toml"
-    same = FakeWorker()
-    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: same)
-    build(recipe, tmp_path / "b.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
-    assert not [r for r in same.requests if r["op"] == "bench"]
+    assert not _benches_of_rebuild(recipe, db, tmp_path / "b.aotc")
     db.write_text("".join(json.dumps(row) + "\n" for row in rows))
     recipe.write_text(recipe.read_text().replace("budget = 12", "draws = 4\nbudget = 12"))
-    again = FakeWorker()
-    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: again)
-    build(recipe, tmp_path / "c.aotc", env_for(tmp_path / "cache"), tmp_path, opts)
-    benches = [r for r in again.requests if r["op"] == "bench"]
+    benches = _benches_of_rebuild(recipe, db, tmp_path / "c.aotc")
     assert benches and all(r["draws"] == 4 for r in benches)

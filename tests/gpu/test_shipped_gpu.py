@@ -10,8 +10,6 @@ elsewhere; without it one is built here with the heuristic's picks.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -38,14 +36,10 @@ def shipped(given_or_built: Callable[..., Path]) -> Any:
 
 
 def _kernels() -> Any:
-    name = "shipped_kernels_gpu"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SHIPPED / "kernels.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    """tests/data/shipped/kernels.py, imported as aotc imports a recipe's files."""
+    from aot.source import load_module
+
+    return load_module(SHIPPED / "kernels.py")
 
 
 @pytest.mark.parametrize("n", [1, 1000, 4096, 70000])
