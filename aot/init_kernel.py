@@ -217,6 +217,14 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment("No @triton.autotune key suggests bucket keys; add buckets = { NAME = "
                   "[1, 16, 128, 1024] } to tune per range of an integer argument or call "
                   "value.")  # fmt: skip
+    constexpr_keys = [n for n in (k.autotune.key if k.autotune else ())
+                      if n in {p.name for p in k.constexprs}]  # fmt: skip
+    for n in constexpr_keys:  # a wrapper passes it per call (a row width, say)
+        t.comment(f"@triton.autotune's key {n} is a constexpr: where the wrapper passes it per "
+                  "call, take it from a call value under another name, one variant per listed "
+                  "value, and remove it from fixed:")  # fmt: skip
+        t.lines.append(f'# call = {{ {n}_ = "shape(ARG, DIM)" }}, sizes = {{ {n}_ = [...] }}, '
+                       f'derived = {{ {n} = "{n}_" }}')  # fmt: skip
     if kinds.sizes:
         t.comment("Representative values of the other sizes (for the grid, inputs and tuning); "
                   "a list is several values one bundle serves.")  # fmt: skip

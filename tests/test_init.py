@@ -257,6 +257,33 @@ def test_kernels_only_of_this_file_and_no_device_functions(tmp_path: Path) -> No
     assert "pointers: X, Y; sizes: n" in text and kernel["space"]["BLOCK"] == "TODO"
 
 
+ROW_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({}, num_warps=w) for w in (1, 4)], key=["D"])
+@triton.jit
+def row_max(x, z, D: tl.constexpr, B: tl.constexpr):
+    i = tl.program_id(0)
+    o = tl.arange(0, B)
+    tl.store(z + i, tl.max(tl.load(x + i * D + o, mask=o < D, other=-float("inf")), 0))
+"""
+
+
+def test_a_constexpr_autotune_key_is_drafted_as_a_per_call_value(tmp_path: Path) -> None:
+    """A row width the wrapper passes as a constexpr (FLA's logsumexp keys its autotune on
+    it): the draft says how to take it per call rather than fixing it."""
+    (tmp_path / "rows.py").write_text(ROW_KERNEL)
+    r = invoke(["init", str(tmp_path / "rows.py")], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    doc, text = draft_of(tmp_path / "rows.toml")
+    assert "@triton.autotune's key D is a constexpr" in flat(text)
+    hint = '# call = { D_ = "shape(ARG, DIM)" }, sizes = { D_ = [...] }, derived = { D = "D_" }'
+    assert hint in text
+    assert doc["kernel"][0]["fixed"] == {"D": "TODO", "B": "TODO"}
+
+
 def test_an_existing_recipe_is_kept_without_force(gallery: Path, tmp_path: Path) -> None:
     path = gallery / "softmax.toml"
     path.write_text("# mine\n")
