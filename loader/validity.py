@@ -212,9 +212,11 @@ def explain(
 def _meets(
     check: str, names: list[str], variant: VariantSpec, values: Values, device: Mapping[str, int]
 ) -> bool:
+    """Whether ``check`` holds for ``variant`` at the call's ``values`` (evaluated, not
+    compiled per variant: this runs only to explain a refusal)."""
+    env = {**device, **variant.meta, **dict(zip(names, values, strict=False))}
     try:
-        test = compile_function([parse(check, predicate=True)], names, {**device, **variant.meta})
-        return bool(test(*values)[0])
+        return bool(parse(check, predicate=True).evaluate(env))
     except (ArithmeticError, TypeError, ValueError):
         return False
 
