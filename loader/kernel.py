@@ -129,6 +129,12 @@ class Kernel:
                 values.append(0 if p.type[0] == "*" else None)
                 dtypes[i] = NONE
             elif p.type[0] != "*":
+                if a is None:
+                    raise ArgumentError(
+                        f"{self.name}(): argument {p.name!r} is None, and the bundle was built "
+                        f"for a value ({p.type}): pass one, or list {p.name} under the "
+                        "recipe's optional to build both forms"
+                    )
                 values.append(_args.scalar(a, p.type, p.name))
             elif p.name in self._always_none:
                 raise ArgumentError(

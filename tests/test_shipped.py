@@ -245,6 +245,11 @@ def test_an_optional_scalar_is_built_both_ways_and_zero_is_not_none(
     assert scaled.launch_config(dtypes={"scale": "none"}, n=3000)["HAS_SCALE"] is False
     with pytest.raises(loader.ArgumentError, match="scale"):
         scaled(x, out, "two", 3000)
+    rms = loader.open(shipped)["rms"]  # a scalar the recipe does not list as optional
+    with pytest.raises(loader.ArgumentError) as err:
+        rms(*rms_args(4, 1024)[:-1], None)
+    assert "argument 'eps' is None, and the bundle was built for a value (fp32)" in str(err.value)
+    assert "list eps under the recipe's optional" in str(err.value)
 
 
 def test_a_none_test_of_a_pointer_compares_its_address_with_zero(tmp_path: Path) -> None:
