@@ -252,6 +252,60 @@ def test_an_optional_scalar_is_built_both_ways_and_zero_is_not_none(
     assert "list eps under the recipe's optional" in str(err.value)
 
 
+OFFSET_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.heuristics({"HAS_OFF": lambda args: args["off"] is not None})
+@triton.jit
+def add_kernel(x_ptr, off, n, HAS_OFF: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    if HAS_OFF:
+        x = x + off
+    tl.store(x_ptr + offs, x, mask=offs < n)
+"""
+
+OFFSET_RECIPE = """
+format = 1
+[bundle]
+name = "offset"
+version = "0.1"
+targets = ["sm_90"]
+[[kernel]]
+name = "add"
+source = "k.py:add_kernel"
+grid = "cdiv(n, BLOCK)"
+buckets = { n = [1024] }
+fixed = { BLOCK = 256 }
+signature = { x_ptr = "*i32", off = "i32", n = "i32" }
+specializations = [{ "*" = 16 }]
+optional = ["off"]
+"""
+
+
+def test_an_optional_integer_is_never_tested_for_divisibility_when_none(
+    tmp_path: Path, fake: FakeLib
+) -> None:
+    """An i32 compiled in as None has no value for a "divisible by 16" assumption to test:
+    the variant built from that specialization assumes nothing of it."""
+    (tmp_path / "k.py").write_text(OFFSET_KERNEL)
+    (tmp_path / "r.toml").write_text(OFFSET_RECIPE)
+    out = tmp_path / "r.aotc"
+    build(tmp_path / "r.toml", out, env_for(tmp_path / "cache"), tmp_path,
+          TuneOptions(enabled=False, db=tmp_path / "db.jsonl"))  # fmt: skip
+    add = loader.open(out)["add"]
+    x = T(0x1000, 100, dtype="torch.int32")
+    both = {"x_ptr": 16, "n": 16}
+    for off, has, assumed in ((None, False, both), (16, True, {**both, "off": 16}),
+                              (3, True, {}), (None, False, both)):  # fmt: skip
+        v = add.variant_for(x, off, 96)
+        assert (v.meta["HAS_OFF"], dict(v.assume)) == (has, assumed)
+        add(x, off, 96)
+    assert len(fake.launches) == 4
+
+
 def test_a_none_test_of_a_pointer_compares_its_address_with_zero(tmp_path: Path) -> None:
     """Written ``x is None`` (or translated from a rule), a pointer's None test is kept as
     ``x == 0`` in the bundle: the loader passes a pointer given as None as 0."""
