@@ -117,7 +117,7 @@ def variant_test(
         tests.append(lambda values: derive(*values) == want)
     if spec.checks:
         check = compile_function([parse(c, predicate=True) for c in spec.checks], names, consts)
-        tests.append(lambda values: all(check(*values)))
+        tests.append(lambda values: False not in check(*values))
     if not tests:
         return None
     if len(tests) == 1 and assumptions:
@@ -155,7 +155,10 @@ def _guarded(tests: Sequence[Fits]) -> Fits:
 
     def fits(values: Values) -> bool:
         try:
-            return all(t(values) for t in tests)
+            for t in tests:  # noqa: SIM110 (a loop costs less than all(genexpr) per call)
+                if not t(values):
+                    return False
+            return True
         except (ArithmeticError, TypeError):
             return False
 
