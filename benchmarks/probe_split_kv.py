@@ -1,8 +1,9 @@
 """Probe: the split-KV paged decode pair (recipes/decode/paged_attention.py) through
 Triton's JIT at the shapes where the bundle trails flash or the copy bandwidth (issue 20),
-with up to 32 ranges per sequence (the recipe's NUM_SPLITS) and up to 64, to find where
-the recipe's space should reach. Not a benchmark of the bundle:
-benchmarks/decode_kernels_bench.py is.
+with up to 32 ranges per sequence (the recipe's NUM_SPLITS) and up to 64, and the
+one-launch kernel of recipes/decode/paged_attention_fused.py (32 ranges, the reduce done
+by each group's last range), to find where the recipe should go. Not a benchmark of the
+bundle: benchmarks/decode_kernels_bench.py is.
 
     python benchmarks/probe_split_kv.py [--json out.json]
 
@@ -32,6 +33,8 @@ from benchmarks.jit_common import load  # noqa: E402
 DECODE = ROOT / "recipes" / "decode"
 ref = load(DECODE, "reference")
 pa = load(DECODE, "paged_attention")
+sys.path.insert(0, str(DECODE))  # the fused kernel imports paged_attention's helpers
+fused = load(DECODE, "paged_attention_fused")
 HQ, HKV, D, BLOCK = 32, 8, 128, 16
 SHAPES = [(1, 32768), (2, 32768), (16, 4096), (8, 32768), (16, 32768)]
 
@@ -60,6 +63,11 @@ def configs() -> list[dict[str, int]]:
                                                     (4, 8), (2, 3, 4))]  # fmt: skip
 
 
+def fused_configs() -> list[dict[str, int]]:
+    """paged_attention_fused.py's one-launch kernel over the 32-range configs."""
+    return [{**c, "fused": 1} for c in configs() if c["num_splits"] == 32]
+
+
 def probe(seqs: int, ctx: int, copy: float) -> dict[str, Any]:
     g = torch.Generator(device="cuda").manual_seed(seqs * 7 + ctx)
     q = torch.randn(seqs, HQ, D, generator=g, device="cuda").half()
@@ -78,11 +86,17 @@ def probe(seqs: int, ctx: int, copy: float) -> dict[str, Any]:
     expected = expected.reshape(out.shape).float()
     kv_bytes = 2 * seqs * ctx * HKV * D * 2
     rows = []
-    for cfg in configs():
+    locks = fused.fused_locks(seqs, HKV, q)
+    for cfg in configs() + fused_configs():
         scratch = pa.split_scratch(seqs, HQ, cfg["num_splits"], D, q)
 
         def run(cfg: dict[str, int] = cfg, scratch: Any = scratch) -> None:
-            pa.paged_attention(q, kc, vc, table, lens, out, scale, scratch=scratch, **cfg)
+            if cfg.get("fused"):
+                kwargs = {k: v for k, v in cfg.items() if k != "fused"}
+                fused.paged_attention_fused(q, kc, vc, table, lens, out, scale, scratch, locks,
+                                            **kwargs)  # fmt: skip
+            else:
+                pa.paged_attention(q, kc, vc, table, lens, out, scale, scratch=scratch, **cfg)
 
         try:
             us = graph_us(run)
@@ -92,8 +106,9 @@ def probe(seqs: int, ctx: int, copy: float) -> dict[str, Any]:
         err = float((out.float() - expected).abs().max())
         rows.append({**cfg, "us": us, "of_copy": kv_bytes / (us * 1e-6) / 1e9 / copy,
                      "max_error": err})  # fmt: skip
-    best = {s: min((r for r in rows if r["num_splits"] == s), key=lambda r: r["us"])
-            for s in (32, 64)}  # fmt: skip
+    best = {f"{s} ranges": min((r for r in rows if r["num_splits"] == s and not r.get("fused")),
+                               key=lambda r: r["us"]) for s in (32, 64)}  # fmt: skip
+    best["32, one launch"] = min((r for r in rows if r.get("fused")), key=lambda r: r["us"])
     return {"seqs": seqs, "context": ctx, "flash_us": flash, "best": best, "rows": rows}
 
 
@@ -106,13 +121,14 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps({"copy_gbs": copy, "shapes": results}, indent=1))
     print(f"copy: {copy:.0f} GB/s; CUDA-graph medians, µs; flash / ours (above 1: ours faster)")
-    print("seqs context  flash  ranges  best config                       µs  flash/ours  of copy")
+    head = "seqs context  flash  kernel          best config"
+    print(f"{head:<67}µs  flash/ours  of copy")
     for r in results:
         for s, b in r["best"].items():
             cfg = "min {min_split} block_n {block_n} w{num_warps} s{num_stages}".format(**b)
             ratio = r["flash_us"] / b["us"]
             print(
-                f"{r['seqs']:4} {r['context']:7} {r['flash_us']:6.1f}  {s:6}  {cfg:30} "
+                f"{r['seqs']:4} {r['context']:7} {r['flash_us']:6.1f}  {s:14}  {cfg:30} "
                 f"{b['us']:6.1f}  {ratio:9.2f}x  {100 * b['of_copy']:6.0f}%  "
                 f"(max error {b['max_error']:.1e})"
             )
