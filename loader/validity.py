@@ -196,8 +196,10 @@ def explain(
     first = len(names) - len(spec.host)
     for j, h in enumerate(spec.host):
         held = sorted({repr(v.meta.get(h)) for v in variants})
-        parts.append(f"{h}={values[first + j]!r} was asked for, and the variants have {h} in "
-                     f"{{{', '.join(held)}}}")  # fmt: skip
+        if repr(values[first + j]) not in held:
+            parts.append(f"{h}={values[first + j]!r} was asked for, and the variants have {h} "
+                         f"in {{{', '.join(held)}}}")  # fmt: skip
+            fixes.append(f"Pass the {h} that launch_config() gives for the call's sizes")
     if not parts:  # each condition holds for some variant, but none meets them all
         every = [d.name for d in spec.derived] + [repr(c) for c in spec.checks]
         parts = [
@@ -208,8 +210,10 @@ def explain(
     for text in [d.expr for d in spec.derived] + list(spec.checks):
         e = parse(text, predicate=True)
         read |= e.names - e.presence  # a None test's argument: the binding decides, no value
-    at = ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=False) if n in read)
-    return "; or ".join(parts) + (f" (at {at})" if at else "") + ". " + "; ".join(fixes)
+    pointers = {p.name for p in spec.params if p.type.startswith("*")}  # an address says nothing
+    at = ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=False)
+                   if n in read and n not in pointers)  # fmt: skip
+    return "; or ".join(parts) + (f" (at {at})" if at else "") + "".join(f". {f}" for f in fixes)
 
 
 def _meets(

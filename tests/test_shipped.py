@@ -207,6 +207,8 @@ def test_host_values_are_pinned_and_none_tests_become_per_call_values(
     with pytest.raises(loader.ArgumentError) as e:
         blocked(*blocked_args(50, 64), BLOCK_M=32)  # built for 16 and 64 only
     assert "BLOCK_M=32 was asked for" in str(e.value) and fake.launches == []
+    assert "Pass the BLOCK_M that launch_config() gives" in str(e.value)
+    assert "bias_ptr=" not in str(e.value)  # an address says nothing
     blocked(*blocked_args(50, 64), BLOCK_M=block)
     assert len(fake.launches) == 1
 
