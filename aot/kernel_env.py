@@ -75,20 +75,20 @@ def env_at(
     ``binding``: which optional arguments are None). Raises EnvError naming the size or
     derived value that cannot be evaluated there."""
     env: dict[str, Any] = {**kr.fixed, **(config.values() if config else {}), **kr.sizes}
-    # A pointer's value, as the loader sees it: 0 when passed None, else some address; an
-    # optional scalar's, None or (for a `scale is not None` test) some value.
+    # A pointer's value, as the loader sees it: 0 when passed None, else some address.
     nones = {p for p, t in (binding or {}).items() if t == "none"} | set(kr.always_none)
     env.update({p: 0 if p in nones else 1 for p, t in kr.signature.items() if t.startswith("*")})
-    env.update({p: None if p in nones else env.get(p, 1)
-                for p in kr.optional if not kr.signature[p].startswith("*")})  # fmt: skip
     env.update(point)
     env.update(extra or {})
     if TARGET_SMS in env:  # the target's properties are known here
         env.update({n: env[TARGET_SMS] for n, x in kr.fixed.items() if x == TARGET_SMS})
     for what, exprs in (("sizes", kr.size_exprs), ("derived", kr.derived)):
         for name, e in exprs.items():
+            # An argument only None-tested needs no value: it is None where the binding
+            # (or inputs) passes None, and given otherwise (a `scale` always passed).
+            given = {n: None if n in nones else 1 for n in e.presence - env.keys()}
             try:
-                env[name] = e.evaluate(env)
+                env[name] = e.evaluate({**env, **given})
             except _FAILURES as exc:
                 raise EnvError(f"{what}.{name}", f"{e.text!r}: {exc}") from None
     return env

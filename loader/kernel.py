@@ -266,12 +266,12 @@ class Kernel:
         variant = inst.choices[b][-1].variant  # the generic one: same config, fewest assumptions
         derived = {d.name for d in self.spec.derived}
         out: dict[str, Any] = {k: v for k, v in variant.meta.items() if k not in derived}
-        # Whether an optional scalar is None is the binding's: `scale is not None` is known.
-        nones = {p: None if inst.dtypes.get(p) == NONE else 1 for p in self.spec.optional}
         for d in self.spec.derived:
             e = parse(d.expr, predicate=True)
-            if e.names <= set(sizes) | set(out) | (e.presence & set(nones)):
-                value = e.evaluate({**nones, **out, **sizes})
+            # Whether an argument is None is the binding's: `scale is not None` is known.
+            given = {n: None if inst.dtypes.get(n) == NONE else 1 for n in e.presence}
+            if e.names <= set(sizes) | set(out) | set(given):
+                value = e.evaluate({**given, **out, **sizes})
                 held = {v.meta.get(d.name) for v in inst.variants}
                 if value not in held:
                     at = ", ".join(f"{n}={sizes[n]}" for n in sorted(e.names & set(sizes)))

@@ -308,6 +308,30 @@ def test_an_optional_integer_is_never_tested_for_divisibility_when_none(
     assert len(fake.launches) == 4
 
 
+def test_a_scalar_always_passed_needs_no_value_for_its_none_test(
+    tmp_path: Path, fake: FakeLib
+) -> None:
+    """The same kernel with `scale` not listed as optional: its `scale is not None` rule is
+    True for every variant (it used to stop the plan: no value for scale), a call's 0.0
+    runs it, and a call's None is refused by name."""
+    shutil.copytree(DATA, tmp_path / "s")
+    text = (DATA / "shipped.toml").read_text()
+    start = text.index("[[kernel]]\n# An optional scalar")
+    kernel = text[start:].replace('optional = ["scale"]\n', "")
+    (tmp_path / "s" / "r.toml").write_text(text[: text.index("[[kernel]]")] + kernel)
+    out = tmp_path / "r.aotc"
+    build(tmp_path / "s" / "r.toml", out, env_for(tmp_path / "cache"), tmp_path,
+          TuneOptions(enabled=False, db=tmp_path / "db.jsonl"))  # fmt: skip
+    scaled = loader.open(out)["scaled"]
+    assert scaled.launch_config(n=3000)["HAS_SCALE"] is True
+    x, y = T(0x1000, 3000, dtype="torch.float32"), T(0x2000, 3000, dtype="torch.float32")
+    assert scaled.variant_for(x, y, 0.0, 3000).meta["HAS_SCALE"] is True
+    scaled(x, y, 0.0, 3000)
+    with pytest.raises(loader.ArgumentError, match="list scale under the recipe's optional"):
+        scaled(x, y, None, 3000)
+    assert len(fake.launches) == 1
+
+
 def test_a_none_test_of_a_pointer_compares_its_address_with_zero(tmp_path: Path) -> None:
     """Written ``x is None`` (or translated from a rule), a pointer's None test is kept as
     ``x == 0`` in the bundle: the loader passes a pointer given as None as 0."""
