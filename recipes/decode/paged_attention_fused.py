@@ -5,13 +5,13 @@ yet: written to close the gaps the two-launch pair leaves (benchmarks/RESULTS.md
 20: 16 sequences x 4k at 0.93-0.97x flash, one sequence x 32k at 77% of the copy
 bandwidth), where the second launch and the partials' round trip through a second kernel
 are what is left. Checked by Triton's interpreter on the CPU
-(tests/test_decode_fused.py); not yet run on a GPU.
+(tests/test_decode_kernels.py); not yet run on a GPU.
 
 ``paged_decode_split_fused``: grid (num_seqs, num_kv_heads, NUM_SPLITS), the arguments of
 ``paged_decode_split`` plus ``locks_ptr`` (int32, one per (sequence, KV head) of the grid,
 zero before the first call; every call leaves them zero) and the output with its strides.
-Each program writes its range's partials to the scratch exactly as ``paged_decode_split``
-does (an empty range only its neutral maximum and sum), then counts itself in at its
+Each program calls ``paged_decode_split`` itself to write its range's partials to the
+scratch (an empty range only its neutral maximum and sum), then counts itself in at its
 (sequence, KV head)'s lock. The last to arrive combines the NUM_SPLITS partials of the
 group's QUERIES_PER_KV query heads, as ``paged_decode_reduce`` does, writes the output and
 sets the lock back to zero. The result does not depend on which range arrived last.
@@ -19,7 +19,7 @@ sets the lock back to zero. The result does not depend on which range arrived la
 
 import triton
 import triton.language as tl
-from paged_attention import _LOG2E, NEUTRAL_MAX, _attend, _context, _load_queries
+from paged_attention import paged_decode_split
 
 
 @triton.jit
@@ -76,40 +76,17 @@ def paged_decode_split_fused(
     NUM_SPLITS: tl.constexpr,
     MIN_SPLIT: tl.constexpr,
 ):
-    tl.static_assert(BLOCK_N % BLOCK_SIZE == 0, "BLOCK_N must be a multiple of BLOCK_SIZE")
-    tl.static_assert(MIN_SPLIT % BLOCK_SIZE == 0, "MIN_SPLIT must be a multiple of BLOCK_SIZE")
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
-    split = tl.program_id(2)
     if seq >= num_seqs:
         return
-    ROWS: tl.constexpr = max(16, triton.next_power_of_2(QUERIES_PER_KV))
-    n_ctx = _context(context_lens_ptr, seq, max_blocks_per_seq, BLOCK_SIZE)
-    per_split = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, NUM_SPLITS), BLOCK_SIZE) * BLOCK_SIZE,
-                           MIN_SPLIT)  # fmt: skip
-    lo = split * per_split
-    hi = tl.minimum(lo + per_split, n_ctx)
-    offs_g = tl.arange(0, ROWS)
-    num_q_heads = tl.num_programs(1) * QUERIES_PER_KV
-    heads = kv_head * QUERIES_PER_KV + offs_g
-    row = (seq.to(tl.int64) * num_q_heads + heads) * NUM_SPLITS + split
-    mask = offs_g < QUERIES_PER_KV
-    if lo >= hi:  # past the end: the neutral maximum and sum, and no output row to read
-        tl.store(part_max_ptr + row, tl.full([ROWS], NEUTRAL_MAX, tl.float32), mask=mask)
-        tl.store(part_sum_ptr + row, tl.zeros([ROWS], tl.float32), mask=mask)
-    else:
-        q = _load_queries(q_ptr, seq, kv_head, stride_q_seq, stride_q_head,
-                          HEAD_DIM, QUERIES_PER_KV, ROWS)  # fmt: skip
-        table_row = block_table_ptr + seq.to(tl.int64) * stride_bt_seq
-        acc, l_i, m_i = _attend(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, lo, hi,
-                                sm_scale * _LOG2E, stride_kc_block, stride_kc_head,
-                                stride_kc_tok, stride_vc_block, stride_vc_head, stride_vc_tok,
-                                HEAD_DIM, BLOCK_SIZE, BLOCK_N, ROWS)  # fmt: skip
-        offs_d = tl.arange(0, HEAD_DIM)
-        tl.store(part_max_ptr + row, tl.maximum(m_i, NEUTRAL_MAX), mask=mask)
-        tl.store(part_sum_ptr + row, l_i, mask=mask)
-        tl.store(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :], acc,
-                 mask=mask[:, None])  # fmt: skip
+    # The range's partials, written as the two-launch pair's first kernel writes them.
+    paged_decode_split(q_ptr, k_cache_ptr, v_cache_ptr, block_table_ptr, context_lens_ptr,
+                       part_out_ptr, part_max_ptr, part_sum_ptr, sm_scale, num_seqs,
+                       max_blocks_per_seq, stride_q_seq, stride_q_head, stride_kc_block,
+                       stride_kc_head, stride_kc_tok, stride_vc_block, stride_vc_head,
+                       stride_vc_tok, stride_bt_seq, HEAD_DIM, BLOCK_SIZE, QUERIES_PER_KV,
+                       BLOCK_N, NUM_SPLITS, MIN_SPLIT)  # fmt: skip
     # Every thread's partials are written before one thread counts the range in (acq_rel:
     # the last arrival's loads below see every other range's stores).
     tl.debug_barrier()
@@ -118,8 +95,8 @@ def paged_decode_split_fused(
     if arrived == NUM_SPLITS - 1:
         for g in tl.static_range(QUERIES_PER_KV):
             _combine(part_out_ptr, part_max_ptr, part_sum_ptr, out_ptr, seq,
-                     kv_head * QUERIES_PER_KV + g, num_q_heads, stride_o_seq, stride_o_head,
-                     HEAD_DIM, NUM_SPLITS)  # fmt: skip
+                     kv_head * QUERIES_PER_KV + g, tl.num_programs(1) * QUERIES_PER_KV,
+                     stride_o_seq, stride_o_head, HEAD_DIM, NUM_SPLITS)  # fmt: skip
         tl.atomic_xchg(lock, 0)
 
 
