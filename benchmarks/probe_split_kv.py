@@ -1,11 +1,11 @@
 """Probe: the split-KV paged decode pair (recipes/decode/paged_attention.py) through
 Triton's JIT at the shapes where the bundle trails flash or the copy bandwidth (issue 20),
-with up to 32 ranges per sequence (the recipe's NUM_SPLITS) and up to 64, and the
-one-launch kernel of recipes/decode/paged_attention_fused.py (32 ranges, the reduce done
-by each group's last range), to find where the recipe should go. Not a benchmark of the
-bundle: benchmarks/decode_kernels_bench.py is.
+with up to 32 ranges per sequence (the recipe's NUM_SPLITS) and up to 64, to find where
+the recipe should go. Not a benchmark of the bundle: benchmarks/decode_kernels_bench.py
+is. (A one-launch form, whose last range per group reduced, was timed by this script at
+commit b71ea4c and was slower at every shape: benchmarks/RESULTS.md.)
 
-    python benchmarks/probe_split_kv.py [--json out.json]
+    python benchmarks/probe_split_kv.py [--json out.json] [--splits 32,64]
 
 Times are CUDA-graph replays (``triton.testing.do_bench_cudagraph``: the GPU's time, as
 the decode step's graph runs the pair), medians; SDPA's flash backend on the same K/V laid
@@ -33,8 +33,6 @@ from benchmarks.jit_common import load  # noqa: E402
 DECODE = ROOT / "recipes" / "decode"
 ref = load(DECODE, "reference")
 pa = load(DECODE, "paged_attention")
-sys.path.insert(0, str(DECODE))  # the fused kernel imports paged_attention's helpers
-fused = load(DECODE, "paged_attention_fused")
 HQ, HKV, D, BLOCK = 32, 8, 128, 16
 SHAPES = [(1, 32768), (2, 32768), (16, 4096), (8, 32768), (16, 32768)]
 
@@ -57,18 +55,13 @@ def copy_gbs() -> float:
     return 2 * src.numel() * 2 / (ms * 1e-3) / 1e9
 
 
-def configs() -> list[dict[str, int]]:
+def configs(splits: tuple[int, ...] = (32, 64)) -> list[dict[str, int]]:
     return [dict(num_splits=s, min_split=m, block_n=b, num_warps=w, num_stages=st)
-            for s, m, b, w, st in itertools.product((32, 64), (128, 256, 512), (64, 128),
+            for s, m, b, w, st in itertools.product(splits, (128, 256, 512), (64, 128),
                                                     (4, 8), (2, 3, 4))]  # fmt: skip
 
 
-def fused_configs() -> list[dict[str, int]]:
-    """paged_attention_fused.py's one-launch kernel over the 32-range configs."""
-    return [{**c, "fused": 1} for c in configs() if c["num_splits"] == 32]
-
-
-def probe(seqs: int, ctx: int, copy: float) -> dict[str, Any]:
+def probe(seqs: int, ctx: int, copy: float, splits: tuple[int, ...]) -> dict[str, Any]:
     g = torch.Generator(device="cuda").manual_seed(seqs * 7 + ctx)
     q = torch.randn(seqs, HQ, D, generator=g, device="cuda").half()
     k, v = (torch.randn(seqs, HKV, ctx, D, generator=g, device="cuda").half() for _ in range(2))
@@ -86,17 +79,11 @@ def probe(seqs: int, ctx: int, copy: float) -> dict[str, Any]:
     expected = expected.reshape(out.shape).float()
     kv_bytes = 2 * seqs * ctx * HKV * D * 2
     rows = []
-    locks = fused.fused_locks(seqs, HKV, q)
-    for cfg in configs() + fused_configs():
+    for cfg in configs(splits):
         scratch = pa.split_scratch(seqs, HQ, cfg["num_splits"], D, q)
 
         def run(cfg: dict[str, int] = cfg, scratch: Any = scratch) -> None:
-            if cfg.get("fused"):
-                kwargs = {k: v for k, v in cfg.items() if k != "fused"}
-                fused.paged_attention_fused(q, kc, vc, table, lens, out, scale, scratch, locks,
-                                            **kwargs)  # fmt: skip
-            else:
-                pa.paged_attention(q, kc, vc, table, lens, out, scale, scratch=scratch, **cfg)
+            pa.paged_attention(q, kc, vc, table, lens, out, scale, scratch=scratch, **cfg)
 
         try:
             us = graph_us(run)
@@ -106,18 +93,19 @@ def probe(seqs: int, ctx: int, copy: float) -> dict[str, Any]:
         err = float((out.float() - expected).abs().max())
         rows.append({**cfg, "us": us, "of_copy": kv_bytes / (us * 1e-6) / 1e9 / copy,
                      "max_error": err})  # fmt: skip
-    best = {f"{s} ranges": min((r for r in rows if r["num_splits"] == s and not r.get("fused")),
-                               key=lambda r: r["us"]) for s in (32, 64)}  # fmt: skip
-    best["32, one launch"] = min((r for r in rows if r.get("fused")), key=lambda r: r["us"])
+    best = {f"{s} ranges": min((r for r in rows if r["num_splits"] == s), key=lambda r: r["us"])
+            for s in splits}  # fmt: skip
     return {"seqs": seqs, "context": ctx, "flash_us": flash, "best": best, "rows": rows}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--splits", default="32,64", help="ranges per sequence of the pair")
     args = ap.parse_args()
+    splits = tuple(int(s) for s in args.splits.split(","))
     copy = copy_gbs()
-    results = [probe(s, c, copy) for s, c in SHAPES]
+    results = [probe(s, c, copy, splits) for s, c in SHAPES]
     if args.json:
         args.json.write_text(json.dumps({"copy_gbs": copy, "shapes": results}, indent=1))
     print(f"copy: {copy:.0f} GB/s; CUDA-graph medians, µs; flash / ours (above 1: ours faster)")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
-import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -42,8 +41,6 @@ needs_ptxas = pytest.mark.skipif(not PTXAS.exists(), reason="Triton's ptxas is n
 
 
 def _load(name: str, as_name: str) -> ModuleType:
-    if str(DECODE) not in sys.path:  # paged_attention_fused imports paged_attention
-        sys.path.append(str(DECODE))
     spec = importlib.util.spec_from_file_location(as_name, DECODE / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -122,7 +119,6 @@ COMPILES = {
     "paged-G1-bn128": ("pa", "paged_decode", _paged(1, 128), 8, 3, True),
     "split-G4-bn64-s8": ("pa", "paged_decode_split", _paged(4, 64, 8), 4, 2, True),
     "split-G8-bn32-s16": ("pa", "paged_decode_split", _paged(8, 32, 16), 4, 3, True),
-    "fused-G4-bn64-s32": ("fused", "paged_decode_split_fused", _paged(4, 64, 32), 4, 2, True),
     "reduce-s8": ("pa", "paged_decode_reduce", {"HEAD_DIM": 128, "NUM_SPLITS": 8}, 4, 1, False),
     "reduce-s32": ("pa", "paged_decode_reduce", {"HEAD_DIM": 64, "NUM_SPLITS": 32}, 2, 1, False),
     "topk-E8": ("moe", "topk_softmax",
@@ -148,7 +144,6 @@ def compiled_mods(tmp_path_factory: pytest.TempPathFactory) -> Any:
         mp.setenv("TRITON_CACHE_DIR", str(tmp_path_factory.mktemp("triton-cache")))
         yield {
             "pa": _load("paged_attention", "decode_paged_attention_compiled"),
-            "fused": _load("paged_attention_fused", "decode_paged_attention_fused_compiled"),
             "moe": _load("moe", "decode_moe_compiled"),
             "rot": _load("rotary", "decode_rotary_compiled"),
         }
@@ -169,16 +164,6 @@ def test_compiles_for_sm90(compiled_mods: dict[str, ModuleType], case: str, dt: 
     assert len(_params(c)) == len(runtime) + 2
     ptx = c.asm["ptx"]
     assert (("mma.sync" in ptx) or ("wgmma" in ptx)) == dots
-
-
-@needs_ptxas
-def test_the_fused_split_counts_in_with_acq_rel(compiled_mods: dict[str, ModuleType]) -> None:
-    """recipes/decode/paged_attention_fused.py: each range's count-in is ordered with its
-    partials, and the last range reads the others' partials past L1."""
-    fn = compiled_mods["fused"].paged_decode_split_fused
-    ptx = _compile(fn, "fp16", _paged(4, 64, 32), 4, 2).asm["ptx"]
-    assert "atom.global.gpu.acq_rel.add" in ptx
-    assert "ld.global.cg" in ptx
 
 
 # -- run by the interpreter -------------------------------------------------------------
@@ -255,44 +240,6 @@ CASES["paged-G4-splits8-min32-fp16"] = partial(
 )  # fmt: skip
 CASES["paged-G8-splits8-short-fp16"] = partial(
     _paged_case, lens=(1, 2, 130), hq=8, hkv=1, d=32, bs=16, bn=16, splits=8, dtype="fp16"
-)
-
-
-def _fused_case(mods: dict[str, ModuleType], lens: tuple[int, ...], hq: int, hkv: int,
-                splits: int, dtype: str, min_split: int = 0) -> float:  # fmt: skip
-    """paged_attention_fused.py's one-launch split-KV: two calls on one scratch and one set
-    of locks, the worse relative error of the two (NaN if an output is left unwritten);
-    every lock must be zero after each call."""
-    import torch
-
-    fused, pa, ref = mods["fused"], mods["pa"], mods["ref"]
-    q, kc, vc, table, cl = ref.paged_inputs(lens, hq, hkv, 32, 16, dtype, device="cpu")
-    scale = 1.0 / math.sqrt(32)
-    scratch = pa.split_scratch(len(lens), hq, splits, 32, q)
-    for t in scratch:
-        t.fill_(float("nan"))
-    locks = fused.fused_locks(len(lens), hkv, q)
-    expected = ref.paged_reference(q, kc, vc, table, cl, scale)
-    worst = 0.0
-    for _ in range(2):
-        out = torch.full_like(q, float("nan"))
-        fused.paged_attention_fused(q, kc, vc, table, cl, out, scale, scratch, locks,
-                                    block_n=16, num_splits=splits, min_split=min_split)  # fmt: skip
-        assert not bool(locks.any()), locks
-        error = _relative_error(out, expected)
-        worst = error if not error <= worst else worst  # a NaN stays
-    return worst
-
-
-for _dtype in ("fp16", "bf16"):
-    for _hq, _hkv in ((4, 4), (8, 2)):
-        for _splits in (1, 4):
-            CASES[f"fused-G{_hq // _hkv}-splits{_splits}-{_dtype}"] = partial(
-                _fused_case, lens=RAGGED, hq=_hq, hkv=_hkv, splits=_splits, dtype=_dtype
-            )
-# ranges of at least 32 tokens: 100 tokens use 4 of the 8 ranges, 1 and 17 one each
-CASES["fused-G4-splits8-min32-fp16"] = partial(
-    _fused_case, lens=(100, 1, 17, 0), hq=8, hkv=2, splits=8, dtype="fp16", min_split=32
 )
 
 
@@ -441,7 +388,6 @@ for _dtype in ("fp16", "bf16"):
 def _modules() -> dict[str, Any]:
     return {
         "pa": _load("paged_attention", "decode_paged_attention"),
-        "fused": _load("paged_attention_fused", "decode_paged_attention_fused"),
         "moe": _load("moe", "decode_moe"),
         "rot": _load("rotary", "decode_rotary"),
         "ref": _load("reference", "decode_reference"),
