@@ -5,13 +5,20 @@ from __future__ import annotations
 import hashlib
 import itertools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from loader.errors import BundleError
 from loader.format import BundleFile
-from loader.manifest import Manifest, ModelSpec, PipelineSpec, describe_shard, serving_label
+from loader.manifest import (
+    Manifest,
+    ModelSpec,
+    PipelineSpec,
+    VariantSpec,
+    describe_shard,
+    serving_label,
+)
 from loader.op import OpSpec
 
 from .errors import BadBundle
@@ -81,14 +88,9 @@ def inspect(path: Path) -> str:
                 + ", ".join(f"{n} buckets {h}" for h, n in sorted(how.items()))
             )
             for c in inst.choices:
-                v0 = inst.variants[c.variants[0]]
-                meta = " ".join(f"{a}={b}" for a, b in sorted(v0.meta.items()))
-                b = ",".join(str(x) for x in c.bucket) or "*"
-                specs = " | ".join(_spec(inst.variants[i].assume) for i in c.variants)
-                out.append(
-                    f"    ≤{b:>6}  {meta} warps={v0.num_warps} stages={v0.num_stages} "
-                    f"smem={v0.shared} regs={v0.regs}  [{specs}]"
-                )
+                bound = "≤" + f"{','.join(str(x) for x in c.bucket) or '*':>6}"
+                for j, line in enumerate(_configs([inst.variants[i] for i in c.variants])):
+                    out.append(f"    {bound if j == 0 else ' ' * len(bound)}  {line}")
         out.append("")
     for pipe in m.pipelines:
         out.extend(_pipeline(pipe))
@@ -180,6 +182,27 @@ def _pipeline(p: PipelineSpec) -> list[str]:
         when = "" if step.when is None else f"  when {step.when}"
         lines.append(f"  {i}. {step.kernel}({', '.join(map(str, step.args))}){when}")
     return [*lines, ""]
+
+
+def _configs(variants: Sequence[VariantSpec]) -> list[str]:
+    """A bucket's variants, one line per config (its meta-parameters, derived ones included,
+    and launch options) with the specializations compiled of it: a bucket over a listed
+    size holds a config per derived value, and the loader picks among them per call."""
+    by: dict[str, list[VariantSpec]] = {}
+    for v in variants:
+        meta = " ".join(f"{a}={b}" for a, b in sorted(v.meta.items()))
+        by.setdefault(f"{meta} warps={v.num_warps} stages={v.num_stages}", []).append(v)
+    return [
+        f"{config} smem={_span(v.shared for v in vs)} regs={_span(v.regs for v in vs)}  "
+        f"[{' | '.join(_spec(v.assume) for v in vs)}]"
+        for config, vs in by.items()
+    ]
+
+
+def _span(values: Iterable[int]) -> str:
+    ordered = sorted(values)
+    low, high = ordered[0], ordered[-1]
+    return str(low) if low == high else f"{low}-{high}"
 
 
 def _spec(assume: Mapping[str, int]) -> str:

@@ -33,6 +33,9 @@ def _quote(name: str) -> str:
 
 # What a check (a recipe's constraint that reads call values) may read of the device.
 CHECK_BUILTINS = ("NUM_SMS", "SMEM")
+# A variant's launch options, which a check may read as it reads the variant's meta
+# (``num_warps == 16 if BLOCK_SIZE >= 8192``: a library's host rule for its warps).
+LAUNCH_VALUES = ("num_warps", "num_stages")
 
 
 def check_kernel(k: KernelSpec) -> None:
@@ -56,7 +59,7 @@ def check_kernel(k: KernelSpec) -> None:
     if len(set(derived)) != len(derived) or set(derived) & ints:
         raise DecodeError("derived", "names a value twice, or an integer parameter")
     reads = _reads(tuple(d.expr for d in k.derived), "derived", predicate=True)
-    reads |= _reads(k.checks, "checks", predicate=True) - set(CHECK_BUILTINS)
+    reads |= _reads(k.checks, "checks", predicate=True) - set(CHECK_BUILTINS + LAUNCH_VALUES)
     for j, name in enumerate(k.optional):  # a pointer, or a scalar passed as None
         if name not in types or name in k.bucket_keys or k.nullable.count(name) != 1:
             raise DecodeError(f"optional[{j}]", f"{name!r} is not a parameter, is a bucket "

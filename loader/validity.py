@@ -101,7 +101,7 @@ def variant_test(
     """One function telling whether ``variant`` is valid at a call's values (None: it is
     valid at every call). ``device``: the builtins a check may read (NUM_SMS, SMEM)."""
     names = value_names(spec)
-    consts = {**device, **variant.meta}  # a compiled NUM_SMS constexpr over the GPU's
+    consts = {**device, **variant_values(variant)}  # a compiled NUM_SMS over the GPU's
     tests: list[Fits] = []
     if assumptions:
         tests.append(_assumptions(assumptions))
@@ -221,19 +221,25 @@ def _meets(
 ) -> bool:
     """Whether ``check`` holds for ``variant`` at the call's ``values`` (evaluated, not
     compiled per variant: this runs only to explain a refusal)."""
-    env = {**device, **variant.meta, **dict(zip(names, values, strict=False))}
+    env = {**device, **variant_values(variant), **dict(zip(names, values, strict=False))}
     try:
         return bool(parse(check, predicate=True).evaluate(env))
     except (ArithmeticError, TypeError, ValueError):
         return False
 
 
+def variant_values(variant: VariantSpec) -> dict[str, object]:
+    """What a check reads of a variant: its meta-parameters and its launch options."""
+    return {"num_warps": variant.num_warps, "num_stages": variant.num_stages, **variant.meta}
+
+
 def _their(check: str, variants: Sequence[VariantSpec]) -> str:
     """The meta-parameters ``check`` reads, as the bundle's variants have them."""
-    read = sorted(parse(check, predicate=True).names & set(variants[0].meta)) if variants else []
+    held_by = [variant_values(v) for v in variants]
+    read = sorted(parse(check, predicate=True).names & set(held_by[0])) if variants else []
     if not read:
         return ""
-    held = sorted({tuple(v.meta[n] for n in read) for v in variants}, key=repr)
+    held = sorted({tuple(v[n] for n in read) for v in held_by}, key=repr)
     shown = ", ".join("(" + ", ".join(map(str, t)) + ")" for t in held[:4])
     more = f" and {len(held) - 4} more" if len(held) > 4 else ""
     return f" (their {', '.join(read)}: {shown}{more})"

@@ -1,0 +1,94 @@
+"""A constraint may read a variant's launch options (``num_warps``, ``num_stages``) beside
+the call's values, as a library's host rule for its warps reads the row width (unsloth's
+and Liger-Kernel's ``calculate_settings``). Such a bundle used to build and then fail to
+open ("reads num_warps: neither an integer parameter, a call value nor a meta-parameter").
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import loader
+from aot.build import build
+from loader.errors import ArgumentError
+from tests.conftest import env_for
+from tests.fakecuda import FakeLib
+from tests.test_descriptors import Tensor
+
+KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def row_kernel(X, n_cols, BLOCK_SIZE: tl.constexpr):
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(X + tl.program_id(0) * n_cols + offs, mask=offs < n_cols)
+    tl.store(X + tl.program_id(0) * n_cols + offs, x * 2, mask=offs < n_cols)
+"""
+
+RECIPE = """
+format = 1
+[bundle]
+name = "rows"
+version = "0.1.0"
+targets = ["sm_90"]
+
+[[kernel]]
+name = "rows"
+source = "rows.py:row_kernel"
+signature = { X = "*fp16", n_cols = "i32" }
+grid = "n_rows"
+call = { n_rows = "shape(X, 0)" }
+buckets = { n_rows = [1, 1024] }
+sizes = { n_cols = [4096, 8192] }
+derived = { BLOCK_SIZE = "next_power_of_2(n_cols)" }
+space = { num_warps = [8, 16], num_stages = [1, 2] }
+constraints = ["num_warps == min(16, max(4, next_power_of_2(n_cols) // 512))", "num_stages == 1"]
+"""
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("rows")
+    (root / "rows.py").write_text(KERNEL)
+    (root / "rows.toml").write_text(RECIPE)
+    out = root / "rows.aotc"
+    build(root / "rows.toml", out, env_for(root / "cache"), root)
+    return out
+
+
+WIDTHS = [(1, 4096, 8), (700, 8192, 16), (1024, 4096, 8)]
+
+
+@pytest.mark.parametrize(("rows", "cols", "warps"), WIDTHS)
+def test_each_width_runs_the_warps_its_rule_gives(
+    fake: FakeLib, bundle: Path, rows: int, cols: int, warps: int
+) -> None:
+    kernel = loader.open(bundle)["rows"]
+    x = Tensor(0x100000, (rows, cols))
+    variant = kernel.variant_for(x, cols)
+    assert (variant.num_warps, variant.num_stages) == (warps, 1)
+    assert variant.meta["BLOCK_SIZE"] == cols
+    kernel(x, cols)
+    assert kernel.variant_for(x, cols).num_warps == warps  # the checked and the fast path
+
+
+def test_a_width_between_runs_the_wider_block_and_one_past_is_refused(
+    fake: FakeLib, bundle: Path
+) -> None:
+    kernel = loader.open(bundle)["rows"]
+    assert kernel.variant_for(Tensor(0x100000, (4, 5000)), 5000).num_warps == 16
+    with pytest.raises(ArgumentError, match="BLOCK_SIZE = next_power_of_2"):
+        kernel(Tensor(0x100000, (4, 20000)), 20000)
+
+
+def test_inspect_lists_every_config_a_bucket_holds(bundle: Path) -> None:
+    """`aotc inspect` shows each derived value's config of a bucket, not only the first."""
+    from aot.inspect import inspect
+
+    text = inspect(bundle)
+    assert "BLOCK_SIZE=4096 warps=8 stages=1" in text
+    assert "BLOCK_SIZE=8192 warps=16 stages=1" in text
