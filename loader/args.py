@@ -164,7 +164,11 @@ def scalar(arg: Any, type_: str, name: str) -> int | float:
         ) from None
     lo, hi = INT_RANGES[type_]
     if not lo <= value <= hi:
-        raise ArgumentError(f"argument {name!r}: {value} does not fit in {type_}")
+        raise ArgumentError(
+            f"argument {name!r}: {value} does not fit in {type_}, the type the bundle was "
+            f"built for; if calls need it, declare it in the recipe (signature = {{ {name} = "
+            f'"i64" }}) and rebuild'
+        )
     return value
 
 

@@ -184,6 +184,15 @@ CASES = [
         "",
         ["scale.grid: reads n, which is neither a bucket key nor in sizes"],
     ),
+    (
+        "bucket on no argument",
+        "buckets = { n = [1024, 65536] }",
+        "buckets = { n_rows = [1024, 65536] }",
+        [
+            "buckets.n_rows: 'n_rows' is neither an argument",
+            'call = { n_rows = "shape(ARG, DIM)" }',
+        ],
+    ),
     # bool and float compare equal to 1 in Python
     ("format true", "format = 1", "format = true", ["format: True is not a recipe format"]),
     ("format float", "format = 1", "format = 1.0", ["format: 1.0 is not a recipe format"]),

@@ -153,4 +153,6 @@ def parse_values(
 def _known(v: Validator, key: str, name: str, known: set[str], kernel: Shipped) -> None:
     if name not in known:
         v.fail(key, f"{show(name)} is neither an argument of {kernel.name} nor a call value; "
-               f"choose from {sorted_names(known)}")  # fmt: skip
+               f"choose from {sorted_names(known)}, or declare it as a call value: "
+               f'call = {{ {name} = "shape(ARG, DIM)" }} reads it off an argument\'s shape, '
+               f'"keyword" has the caller pass it')  # fmt: skip
