@@ -135,10 +135,10 @@ def _env(
 
 def call_dependent(kr: KernelRecipe, e: Expr) -> bool:
     """Whether ``e`` reads a value that changes from call to call (a bucket key, a size,
-    an integer argument or a call value): such a constraint is checked per bucket here and
-    per call by the loader."""
+    an integer argument, a call value, or a derived meta-parameter, which is computed from
+    them): such a constraint is checked per bucket here and per call by the loader."""
     return bool(e.names & (set(kr.buckets) | set(kr.sizes) | set(kr.size_exprs)
-                           | set(kr.signature) | set(kr.call)))  # fmt: skip
+                           | set(kr.signature) | set(kr.call) | set(kr.derived)))  # fmt: skip
 
 
 def prune_static(

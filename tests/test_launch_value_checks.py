@@ -2,6 +2,8 @@
 the call's values, as a library's host rule for its warps reads the row width (unsloth's
 and Liger-Kernel's ``calculate_settings``). Such a bundle used to build and then fail to
 open ("reads num_warps: neither an integer parameter, a call value nor a meta-parameter").
+A constraint may also read a derived meta-parameter (``BLOCK_SIZE``), which used to stop
+the plan with "no value for BLOCK_SIZE".
 """
 
 from __future__ import annotations
@@ -92,3 +94,17 @@ def test_inspect_lists_every_config_a_bucket_holds(bundle: Path) -> None:
     text = inspect(bundle)
     assert "BLOCK_SIZE=4096 warps=8 stages=1" in text
     assert "BLOCK_SIZE=8192 warps=16 stages=1" in text
+
+
+def test_a_constraint_may_read_a_derived_meta_parameter(fake: FakeLib, tmp_path: Path) -> None:
+    """At least a warp per 1024 elements of the block: 8 warps only at width 8192."""
+    (tmp_path / "rows.py").write_text(KERNEL)
+    recipe = RECIPE.replace(
+        '"num_warps == min(16, max(4, next_power_of_2(n_cols) // 512))", "num_stages == 1"',
+        '"num_warps >= BLOCK_SIZE // 1024"',
+    ).replace("num_warps = [8, 16], num_stages = [1, 2]", "num_warps = [4, 8]")
+    (tmp_path / "rows.toml").write_text(recipe)
+    build(tmp_path / "rows.toml", tmp_path / "rows.aotc", env_for(tmp_path / "cache"), tmp_path)
+    kernel = loader.open(tmp_path / "rows.aotc")["rows"]
+    assert kernel.variant_for(Tensor(0x100000, (16, 8192)), 8192).num_warps == 8
+    assert kernel.variant_for(Tensor(0x100000, (16, 4096)), 4096).meta["BLOCK_SIZE"] == 4096
