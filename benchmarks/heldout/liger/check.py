@@ -4,6 +4,7 @@ call of each, side by side.
 
     python check.py rms_norm BUNDLE      (with Liger's package importable; run.sh)
     python check.py swiglu BUNDLE
+    python check.py rms_norm_rule BUNDLE   (rms_norm with Liger's own warps)
 """
 
 import sys
@@ -87,9 +88,14 @@ def refused(bundle: Any) -> None:
 def main() -> int:
     which, path = sys.argv[1], sys.argv[2]
     bundle = loader.open(path)
-    failed, rows = {"rms_norm": rms, "swiglu": swi}[which](bundle)
+    failed, rows = {"rms_norm": rms, "rms_norm_rule": rms, "swiglu": swi}[which](bundle)
     if which == "swiglu":
         refused(bundle)
+    if which == "rms_norm_rule":  # Liger's calculate_settings: 8 warps at 4096, 16 at 8192
+        for cols in (4096, 8192):
+            x = torch.empty(64, cols, device="cuda", dtype=torch.bfloat16)
+            args = (x, cols, x, cols, x[0], 1, x[:, 0].float(), 1, cols, EPS, 0.0)
+            print(f"width {cols}: {bundle['rms_norm'].variant_for(*args).num_warps} warps")
     print(f"\n{which}, bf16: µs per call (do_bench medians; Liger's wrapper allocates its "
           "output)")  # fmt: skip
     print(f"{'sizes':16} {'bundle':>8} {'Liger':>8} {'Liger/bundle':>13}")
