@@ -39,6 +39,7 @@ class CallValues:
         self.params = [p.name for p in spec.params]
         self.names = [c.name for c in spec.call] + list(spec.host)
         self.host = frozenset(spec.host)
+        self.derived = {d.name: d.expr for d in spec.derived}
         index = {p: i for i, p in enumerate(self.params)}
         self._from = [(c.name, index.get(c.arg) if c.arg else None, c.dim, c.rank)
                       for c in spec.call] + [(h, None, 0, None) for h in spec.host]  # fmt: skip
@@ -54,7 +55,10 @@ class CallValues:
         unknown = sorted(set(given) - set(self.names))
         if unknown:
             have = ", ".join(self.names) or "none"
-            raise ArgumentError(f"{self.kernel}() got an unexpected keyword {unknown[0]!r}; "
+            name = unknown[0]
+            why = (f" ({name} is derived: {name} = {self.derived[name]}, computed per call)"
+                   if name in self.derived else "")  # fmt: skip
+            raise ArgumentError(f"{self.kernel}() got an unexpected keyword {name!r}{why}; "
                                 f"its call values are: {have}")  # fmt: skip
         for name, arg, dim, rank in self._from:
             if name in given:

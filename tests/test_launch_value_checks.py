@@ -108,3 +108,13 @@ def test_a_constraint_may_read_a_derived_meta_parameter(fake: FakeLib, tmp_path:
     kernel = loader.open(tmp_path / "rows.aotc")["rows"]
     assert kernel.variant_for(Tensor(0x100000, (16, 8192)), 8192).num_warps == 8
     assert kernel.variant_for(Tensor(0x100000, (16, 4096)), 4096).meta["BLOCK_SIZE"] == 4096
+
+
+def test_a_derived_value_passed_by_keyword_is_refused_saying_it_is_derived(
+    fake: FakeLib, bundle: Path
+) -> None:
+    """As a library's wrapper passes it (``BLOCK_SIZE=...``): the bundle computes it."""
+    kernel = loader.open(bundle)["rows"]
+    with pytest.raises(ArgumentError, match=r"'BLOCK_SIZE' \(BLOCK_SIZE is derived: "
+                       r"BLOCK_SIZE = next_power_of_2\(n_cols\), computed per call\)"):  # fmt: skip
+        kernel(Tensor(0x100000, (4, 4096)), 4096, BLOCK_SIZE=4096)
