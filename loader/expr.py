@@ -110,11 +110,11 @@ def _parse(text: str, predicate: bool) -> Expr:
         raise ExprError(f"{_show(text)} is not a valid expression ({exc.msg})") from None
     except (RecursionError, MemoryError):
         raise ExprError(f"{_show(text)} is nested too deeply") from None
-    names: set[str] = set()
+    read: set[str] = set()
     tested: set[str] = set()
-    _check(tree, text, predicate, names, tested)
-    presence = frozenset(n for n in tested if not _read_elsewhere(tree, n))
-    return Expr(text=text.strip(), names=frozenset(names), tree=tree, presence=presence)
+    _check(tree, text, predicate, read, tested)
+    return Expr(text=text.strip(), names=frozenset(read | tested), tree=tree,
+                presence=frozenset(tested - read))  # fmt: skip
 
 
 def none_test(node: ast.AST) -> ast.Name | None:
@@ -131,23 +131,10 @@ def none_test(node: ast.AST) -> ast.Name | None:
     return None
 
 
-def _read_elsewhere(tree: ast.AST, name: str) -> bool:
-    """Whether ``tree`` reads ``name`` other than in a None test (the tree is checked)."""
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        if none_test(node) is not None:
-            continue
-        if isinstance(node, ast.Name) and node.id == name:
-            return True
-        stack.extend(ast.iter_child_nodes(node))
-    return False
-
-
-def _check(tree: ast.AST, text: str, predicate: bool, names: set[str], tested: set[str]) -> None:
-    """Check every node of ``tree`` against the language, collecting free names (and in
-    ``tested`` those in None tests); walked with a stack, so that depth is bounded here
-    and not by Python's recursion."""
+def _check(tree: ast.AST, text: str, predicate: bool, read: set[str], tested: set[str]) -> None:
+    """Check every node of ``tree`` against the language, collecting in ``read`` the free
+    names it reads other than in None tests, in ``tested`` those it None-tests; walked
+    with a stack, so that depth is bounded here and not by Python's recursion."""
     stack = [(tree, 0)]
     while stack:
         node, depth = stack.pop()
@@ -155,10 +142,9 @@ def _check(tree: ast.AST, text: str, predicate: bool, names: set[str], tested: s
             raise ExprError(f"{_show(text)} is nested more than {MAX_DEPTH} levels deep")
         tested_name = none_test(node) if predicate else None
         if tested_name is not None:
-            names.add(tested_name.id)
             tested.add(tested_name.id)
             continue
-        children = _children(node, text, predicate, names)
+        children = _children(node, text, predicate, read)
         stack.extend((c, depth + 1) for c in reversed(children))  # left to right
 
 
