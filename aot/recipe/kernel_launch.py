@@ -34,7 +34,7 @@ def parse_grid(v: Validator, k: Mapping[str, Any], w: str, names: Names) -> tupl
     while len(exprs) < 3:
         exprs.append(parse("1"))
     grid = (exprs[0], exprs[1], exprs[2])
-    names.check_sized(v, key, grid)
+    names.check_sized(v, key, set().union(*(e.names for e in grid)))
     return grid
 
 

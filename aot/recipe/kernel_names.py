@@ -58,10 +58,9 @@ class Names:
                    f"arguments, meta-parameters and {', '.join(GRID_BUILTINS)}")  # fmt: skip
         return e
 
-    def check_sized(self, v: Validator, key: str, exprs: tuple[Expr | Set[str], ...]) -> None:
-        """Every integer argument the expressions (or sets of names) read has a value at
+    def check_sized(self, v: Validator, key: str, read: Set[str]) -> None:
+        """Every integer argument of ``read`` (the names expressions read) has a value at
         every bucket."""
-        read: set[str] = set().union(*(e.names if isinstance(e, Expr) else e for e in exprs))
         unsized = sorted((read & self.ints) - self.sized)
         if unsized:
             v.fail(key, f"reads {', '.join(unsized)}, which is neither a bucket key nor in "
@@ -87,7 +86,7 @@ class Names:
             v.fail(key, f"unknown name(s) {sorted_names(unknown)}; a derived value reads "
                    "arguments ('x is None' tests whether a call passed None), call values "
                    "and meta-parameters")  # fmt: skip
-        self.check_sized(v, key, (e.names - e.presence,))
+        self.check_sized(v, key, e.names - e.presence)
         return pointer_none_tests(e, self.pointers)
 
     def per_bucket(self, v: Validator, raw: Any, key: str) -> Expr:
@@ -97,7 +96,7 @@ class Names:
         if unknown:
             v.fail(key, f"unknown name(s) {sorted_names(unknown)}; it reads bucket keys, "
                    "sizes and fixed values")  # fmt: skip
-        self.check_sized(v, key, (e,))
+        self.check_sized(v, key, e.names)
         _no_value(v, key, e.names & self.searched, "searched meta-parameter (in space)",
                   "it is evaluated once per bucket, whatever the config")  # fmt: skip
         _no_value(v, key, e.names & (self.arguments - self.ints), "pointer or float argument",
