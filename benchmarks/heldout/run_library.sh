@@ -13,7 +13,7 @@ CARRIED=$2
 shift 2
 W=${W:-/tmp/aotc-$(basename "$HERE")}
 mkdir -p "$W/r" "$W/src"
-cp "$HERE"/*.toml "$HERE"/calls.py "$HERE"/check.py "$W/r/"
+cp "$HERE"/*.toml "$HERE"/calls.py "$HERE"/check.py "$HERE"/../report.py "$W/r/"
 for package in "$@"; do cp -r "$CARRIED/$package" "$W/src/"; done
 source benchmarks/gpu_run.sh
 export PYTHONPATH=$W/src:$W/r:$CARRIED:$PYTHONPATH

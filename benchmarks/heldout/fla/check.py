@@ -7,22 +7,17 @@ buckets, against float64; then the time per call of each, side by side.
 """
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import torch
-import triton.testing
 from calls import B, H, chunk_cumsum, logsumexp
 from fla.ops.utils.cumsum import chunk_local_cumsum_scalar
 from fla.ops.utils.logsumexp import logsumexp_fwd
+from report import summary, us
 
 import loader
 
 SCALES = (None, 0.0, 0.5)
-
-
-def us(fn: Callable[[], Any]) -> float:
-    return 1e3 * float(triton.testing.do_bench(fn, return_mode="median"))
 
 
 def cumsum(bundle: Any) -> tuple[int, list[tuple[str, float, float]]]:
@@ -77,13 +72,7 @@ def report(at: str, scale: Any, has: bool, ours: Any, theirs: Any, want: Any) ->
 def main() -> int:
     which, path = sys.argv[1], sys.argv[2]
     failed, rows = {"cumsum": cumsum, "logsumexp": lse}[which](loader.open(path))
-    print(f"\n{which}: µs per call at scale 0.5 (do_bench medians; FLA's wrapper allocates "
-          "its output)")  # fmt: skip
-    print(f"{'sizes':16} {'bundle':>8} {'FLA':>8} {'FLA/bundle':>11}")
-    for at, ours, fla in rows:
-        print(f"{at:16} {ours:8.1f} {fla:8.1f} {fla / ours:10.2f}x")
-    print(f"\n{which}: {'all outputs right' if not failed else f'{failed} WRONG'}")
-    return 1 if failed else 0
+    return summary(which, " at scale 0.5", "FLA", rows, failed)
 
 
 if __name__ == "__main__":

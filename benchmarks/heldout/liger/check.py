@@ -8,22 +8,17 @@ call of each, side by side.
 """
 
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import torch
-import triton.testing
 from calls import EPS, rms_norm, swiglu
 from liger_kernel.ops.rms_norm import rms_norm_forward
 from liger_kernel.ops.swiglu import swiglu_forward
+from report import summary, us
 
 import loader
 
 ROWS = (1, 7, 16, 100, 128, 1000, 1024, 5000, 8192)
-
-
-def us(fn: Callable[[], Any]) -> float:
-    return 1e3 * float(triton.testing.do_bench(fn, return_mode="median"))
 
 
 def report(at: str, ours: Any, theirs: Any, want: Any) -> int:
@@ -96,13 +91,7 @@ def main() -> int:
             x = torch.empty(64, cols, device="cuda", dtype=torch.bfloat16)
             args = (x, cols, x, cols, x[0], 1, x[:, 0].float(), 1, cols, EPS, 0.0)
             print(f"width {cols}: {bundle['rms_norm'].variant_for(*args).num_warps} warps")
-    print(f"\n{which}, bf16: µs per call (do_bench medians; Liger's wrapper allocates its "
-          "output)")  # fmt: skip
-    print(f"{'sizes':16} {'bundle':>8} {'Liger':>8} {'Liger/bundle':>13}")
-    for at, ours, lib in rows:
-        print(f"{at:16} {ours:8.1f} {lib:8.1f} {lib / ours:12.2f}x")
-    print(f"\n{which}: {'all outputs right' if not failed else f'{failed} WRONG'}")
-    return 1 if failed else 0
+    return summary(which, ", bf16", "Liger", rows, failed)
 
 
 if __name__ == "__main__":

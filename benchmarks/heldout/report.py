@@ -1,0 +1,26 @@
+"""What the held-out folders' check.py share (run_library.sh places it beside them): the
+time per call, and the closing table of the bundle against the library's own wrapper."""
+
+from collections.abc import Callable
+from typing import Any
+
+
+def us(fn: Callable[[], Any]) -> float:
+    """µs per call: the median of ``triton.testing.do_bench``."""
+    import triton.testing
+
+    return 1e3 * float(triton.testing.do_bench(fn, return_mode="median"))
+
+
+def summary(which: str, setting: str, library: str, rows: list[tuple[str, float, float]],
+            failed: int) -> int:  # fmt: skip
+    """Print the times of ``rows`` (sizes, bundle µs, library µs) side by side and whether
+    every output was right; the exit code."""
+    print(f"\n{which}{setting}: µs per call (do_bench medians; {library}'s wrapper allocates "
+          "its output)")  # fmt: skip
+    ratio = f"{library}/bundle"
+    print(f"{'sizes':16} {'bundle':>8} {library:>8} {ratio:>{len(ratio) + 1}}")
+    for at, ours, lib in rows:
+        print(f"{at:16} {ours:8.1f} {lib:8.1f} {lib / ours:{len(ratio)}.2f}x")
+    print(f"\n{which}: {'all outputs right' if not failed else f'{failed} WRONG'}")
+    return 1 if failed else 0
