@@ -106,15 +106,25 @@ def derived_at(kr: KernelRecipe, env: Mapping[str, Any]) -> Combo:
     return tuple(sorted((n, env[n]) for n in kr.derived))
 
 
-def combos(kr: KernelRecipe, config: Config, binding: Mapping[str, str]) -> tuple[Combo, ...]:
+def combos(
+    kr: KernelRecipe,
+    config: Config,
+    binding: Mapping[str, str],
+    allowed: Mapping[tuple[int, ...], tuple[Config, ...]] | None = None,
+) -> tuple[Combo, ...]:
     """The derived values a variant of ``config`` is compiled with under ``binding``:
-    those taken at some bucket, and for every boolean one that reads a call's sizes both
-    values (whether a reduction divides evenly depends on sizes the buckets only sample;
-    whether a pointer is None, on the binding alone)."""
+    those taken at some bucket that allows ``config`` (``allowed``: per bucket, the
+    configs its constraints let run there, where fewer than all), and for every boolean
+    one that reads a call's sizes both values (whether a reduction divides evenly depends
+    on sizes the buckets only sample; whether a pointer is None, on the binding alone).
+    A width whose rule forbids the config is no variant of it: the loader would never
+    launch one."""
     if not kr.derived:
         return ((),)
     seen: set[Combo] = set()
-    for _, point in points(kr):
+    every = list(points(kr))
+    allowing = [p for b, p in every if allowed is None or config in allowed.get(b, (config,))]
+    for point in allowing or [p for _, p in every]:
         seen.add(derived_at(kr, env_at(kr, point, config, binding=binding)))
     varying = _varying(kr)
     flags = sorted({n for combo in seen for n, x in combo if isinstance(x, bool) and n in varying})

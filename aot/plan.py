@@ -169,7 +169,7 @@ def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
             allowed = allowed_by_bucket(recipe, kr, target, fit)
             for binding in bindings(kr):
                 b = dict(binding)
-                derived = {c: combos(kr, c, b) for c in fit} if kr.derived else {}
+                derived = {c: combos(kr, c, b, allowed) for c in fit} if kr.derived else {}
                 instances.append(
                     Instance(kr, target, binding, fit, pruned, specs, allowed, derived)
                 )

@@ -96,6 +96,18 @@ def test_inspect_lists_every_config_a_bucket_holds(bundle: Path) -> None:
     assert "BLOCK_SIZE=8192 warps=16 stages=1" in text
 
 
+def test_no_variant_is_compiled_for_a_width_its_rule_forbids(bundle: Path) -> None:
+    """A bucket over the listed widths compiles each config only for the widths whose
+    rule lets it run: 8 warps at BLOCK_SIZE 4096, 16 at 8192, never 16 at 4096 (the
+    loader could not launch it). It used to compile both widths for each config."""
+    from loader.format import BundleFile
+
+    with BundleFile(bundle) as bf:
+        (instance,) = bf.spec.kernels[0].instances
+    held = sorted({(v.meta["BLOCK_SIZE"], v.num_warps) for v in instance.variants.values()})
+    assert held == [(4096, 8), (8192, 16)]
+
+
 def test_a_constraint_may_read_a_derived_meta_parameter(fake: FakeLib, tmp_path: Path) -> None:
     """At least a warp per 1024 elements of the block: 8 warps only at width 8192."""
     (tmp_path / "rows.py").write_text(KERNEL)
