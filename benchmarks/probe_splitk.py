@@ -4,6 +4,7 @@ find where the recipe's space should reach (issue 21). Not a benchmark of the bu
 benchmarks/hopper_bench.py is.
 
     python benchmarks/probe_splitk.py [--ms 64,128,256,512] [--json out.json]
+        [--bns 64,128,256] [--bks 64,128] [--splits 1,2,4,8] [--stages 4,5]
 
 Prints, per M and dtype, cuBLAS's time and the fastest configs with their ratio
 (cuBLAS / config: above 1, the config is faster). Medians of triton.testing.do_bench
@@ -31,10 +32,13 @@ def _module(name: str) -> Any:
     return load_module(HOPPER / f"{name}.py")
 
 
-def configs() -> list[dict[str, int]]:
+AXES = {"bns": [64, 128, 256], "bks": [64, 128], "splits": [1, 2, 4, 8], "stages": [4, 5]}
+
+
+def configs(axes: dict[str, list[int]]) -> list[dict[str, int]]:
     out = []
     for bm, bn, bk, split, warps, stages in itertools.product(
-        [64, 128], [64, 128, 256], [64, 128], [1, 2, 4, 8], [4, 8], [4, 5]
+        [64, 128], axes["bns"], axes["bks"], axes["splits"], [4, 8], axes["stages"]
     ):
         smem = (bm * bk + bk * bn) * 2 * stages + bm * bn * 2
         if smem > SMEM or (bm == 128 and (split > 2 or warps == 4)):
@@ -71,11 +75,11 @@ def _warm(item: tuple[str, dict[str, int]]) -> str:
     return ""
 
 
-def compile_all(dtypes: list[str], jobs: int) -> None:
+def compile_all(dtypes: list[str], jobs: int, axes: dict[str, list[int]]) -> None:
     import concurrent.futures
     import multiprocessing
 
-    todo = [(name, cfg) for name in dtypes for cfg in configs()]
+    todo = [(name, cfg) for name in dtypes for cfg in configs(axes)]
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
         for failed in pool.map(_warm, todo):
@@ -84,7 +88,7 @@ def compile_all(dtypes: list[str], jobs: int) -> None:
     print(f"[probe] {len(todo)} configs compiled", file=sys.stderr, flush=True)
 
 
-def measure(name: str, m: int) -> dict[str, Any]:
+def measure(name: str, m: int, axes: dict[str, list[int]]) -> dict[str, Any]:
     """cuBLAS and every config at one M and dtype, N = K = 4096."""
     import functools
 
@@ -101,7 +105,7 @@ def measure(name: str, m: int) -> dict[str, Any]:
     ref = a.float() @ b.float()
     cublas = triton.testing.do_bench(functools.partial(torch.mm, a, b, out=c), return_mode="median")
     rows = []
-    for cfg in configs():
+    for cfg in configs(axes):
         if cfg["BLOCK_M"] > 64 and m <= 64:
             continue
         ws, locks = workspace(m, n, cfg)
@@ -129,10 +133,13 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=6)
     ap.add_argument("--jobs", type=int, default=12)
     ap.add_argument("--json")
+    for axis, values in AXES.items():
+        ap.add_argument(f"--{axis}", default=",".join(map(str, values)))
     args = ap.parse_args()
+    axes = {axis: [int(v) for v in getattr(args, axis).split(",")] for axis in AXES}
     dtypes = args.dtypes.split(",")
-    compile_all(dtypes, args.jobs)
-    results = [measure(name, int(m)) for name in dtypes for m in args.ms.split(",")]
+    compile_all(dtypes, args.jobs, axes)
+    results = [measure(name, int(m), axes) for name in dtypes for m in args.ms.split(",")]
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
     for r in results:
