@@ -162,6 +162,7 @@ def draft_kernel(name: str, attr: str, k: Shipped, source: str, found: list[Laun
     t.lines.append(f"# reference = {toml_value(f'{PLACEHOLDER}.py:{name}_reference')}")
     _grid(t, k, found)
     _values(t, k, kinds)
+    _strides(t, k, kinds, found)
     _meta(t, k, kinds)
     return KernelDraft(name, attr, layers, tuple(t.lines), tuple(t.fill), tuple(t.check))
 
@@ -221,8 +222,9 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
                       if n in {p.name for p in k.constexprs}]  # fmt: skip
     for n in constexpr_keys:  # a wrapper passes it per call (a row width, say)
         t.comment(f"@triton.autotune's key {n} is a constexpr: where the wrapper passes it per "
-                  "call, take it from a call value under another name, one variant per listed "
-                  "value, and remove it from fixed:")  # fmt: skip
+                  "call, take it from a call value under another name (a shape, or a tensor's "
+                  '"stride(ARG, DIM)"), one variant per listed value, and remove it from '
+                  "fixed:")  # fmt: skip
         t.lines.append(f'# call = {{ {n}_ = "shape(ARG, DIM)" }}, sizes = {{ {n}_ = [...] }}, '
                        f'derived = {{ {n} = "{n}_" }}')  # fmt: skip
     if kinds.sizes:
@@ -234,6 +236,37 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment(f"The kernel tests {', '.join(nones)} against None: if callers pass None, "
                   "list it as optional (both forms are built and chosen per call).")  # fmt: skip
         t.lines.append(f"# optional = {toml_value(nones)}")
+
+
+_STRIDE = re.compile(r"([A-Za-z_]\w*)\.stride\(\s*(\d+)\s*\)")
+
+
+def _strides(t: _Table, k: Shipped, kinds: _Kinds, found: list[Launch]) -> None:
+    """Constexpr strides (unsloth's ``X_row_stride``, launched with ``X.stride(0)``): values
+    per call, which a constant would get wrong for a view (a wider tensor's slice)."""
+    free = [p.name for p in k.constexprs
+            if p.name not in kinds.rules and p.name not in kinds.searched]  # fmt: skip
+    seen: dict[str, tuple[str, str]] = {}  # constexpr -> (as the launch passes it, call value)
+    for launch in found:
+        passed = dict(zip([p.name for p in k.params], launch.args, strict=False))
+        passed.update(launch.keywords)
+        for name, text in passed.items():
+            m = _STRIDE.fullmatch(text)
+            if name in free and m and name not in seen:
+                tensor = next((p for p in kinds.pointers if passed.get(p) == m.group(1)), "ARG")
+                seen[name] = (f"{name} ({launch.caller or 'the module'}() passes {text})",
+                              f"stride({tensor}, {m.group(2)})")  # fmt: skip
+    seen.update({n: (n, "stride(ARG, DIM)") for n in free
+                 if n not in seen and "stride" in n.lower()})  # fmt: skip
+    if not seen:
+        return
+    t.comment(f"Constexpr strides: {', '.join(why for why, _ in seen.values())}. Where the "
+              "wrapper passes a tensor's t.stride(DIM), take each per call, one variant per "
+              "value the sizes give (a call at another stride, a view's, is refused), and "
+              "remove it from fixed or space:")  # fmt: skip
+    t.lines.append(f"# call = {toml_value({f'{n}_': v for n, (_, v) in seen.items()})}")
+    t.lines.append("# sizes = { " + ", ".join(f"{n}_ = [...]" for n in seen) + " }")
+    t.lines.append(f"# derived = {toml_value({n: f'{n}_' for n in seen})}")
 
 
 def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:

@@ -78,6 +78,9 @@ def inspect(path: Path) -> str:
             )
         grid = ", ".join(g for g in k.grid if g != "1") or "1"
         out.append(f"  grid: ({grid})")
+        if k.call:
+            out.append("  call values: " + ", ".join(f"{c.name} = {c.text}" for c in k.call))
+        out += [f"  per call: {d.name} = {d.expr}" for d in k.derived]
         for key, bounds in zip(k.bucket_keys, k.buckets, strict=True):
             out.append(f"  buckets on {key}: {list(bounds)}")
         for inst in k.instances:

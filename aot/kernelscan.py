@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -223,6 +223,10 @@ class Launch:
     written: str  # the grid as the author wrote it
     grid: tuple[str, ...] | None  # in aotc's expression language, if it translates
     names: frozenset[str] = frozenset()  # the names the translated grid reads
+    # The arguments as written (``X.stride(0)``), positional then by keyword; launches are
+    # told apart by their grids only.
+    args: tuple[str, ...] = field(default=(), compare=False)
+    keywords: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 def launches(path: Path, attr: str) -> list[Launch]:
@@ -241,7 +245,11 @@ def launches(path: Path, attr: str) -> list[Launch]:
                 continue
             given = node.func.slice
             grid = _resolve(given, body)
-            launch = _launch(scope, ast.unparse(grid if grid is not None else given), grid)
+            launch = replace(
+                _launch(scope, ast.unparse(grid if grid is not None else given), grid),
+                args=tuple(ast.unparse(a) for a in node.args),
+                keywords=tuple((k.arg, ast.unparse(k.value)) for k in node.keywords if k.arg),
+            )
             if launch not in out:
                 out.append(launch)
     return out

@@ -18,6 +18,7 @@ from .plan import Config, Instance, Plan, Variant
 from .plan_checks import call_dependent
 from .product import Contribution
 from .recipe import KernelRecipe, Recipe
+from .recipe.kernel_call import CallValue
 from .select import Selection
 from .targets import resolve
 
@@ -126,7 +127,7 @@ def kernel_record(kr: KernelRecipe, instances: tuple[mf.InstanceSpec, ...]) -> m
         bucket_keys=tuple(kr.buckets),
         buckets=tuple(kr.buckets.values()),
         instances=instances,
-        call=tuple(mf.CallValue(c.name, c.arg, c.dim, c.rank) for c in kr.call.values()),
+        call=tuple(_call_value(c) for c in kr.call.values()),
         derived=tuple(mf.Derived(n, e.text) for n, e in kr.derived.items()),
         checks=tuple(c.text for c in kr.constraints if call_dependent(kr, c)),
         optional=tuple(sorted(kr.optional)),
@@ -134,6 +135,13 @@ def kernel_record(kr: KernelRecipe, instances: tuple[mf.InstanceSpec, ...]) -> m
         host=kr.host,
         descriptors=tuple(n for n in kr.signature if n in kr.descriptors),
     )
+
+
+def _call_value(c: CallValue) -> mf.CallValue:
+    """A stride is recorded under its own key (``stride_of``; see loader/manifest.py)."""
+    if c.of == "stride":
+        return mf.CallValue(c.name, None, c.dim, c.rank, stride_of=c.arg)
+    return mf.CallValue(c.name, c.arg, c.dim, c.rank)
 
 
 def kernel_records(

@@ -92,8 +92,11 @@ def _call_values(k: KernelSpec, types: Mapping[str, str]) -> set[str]:
             or (c.name in names)
         ):
             raise DecodeError(f"call[{j}].name", f"{c.name!r} is not a new identifier")
-        if c.arg is not None and not types.get(c.arg, "").startswith("*"):
-            raise DecodeError(f"call[{j}].arg", f"{c.arg!r} is not a pointer parameter")
+        if c.arg is not None and c.stride_of is not None:
+            raise DecodeError(f"call[{j}]", "reads both a shape (arg) and a stride (stride_of)")
+        field = "arg" if c.stride_of is None else "stride_of"
+        if c.tensor is not None and not types.get(c.tensor, "").startswith("*"):
+            raise DecodeError(f"call[{j}].{field}", f"{c.tensor!r} is not a pointer parameter")
         names.add(c.name)
     return names
 

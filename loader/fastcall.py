@@ -157,7 +157,8 @@ class FastPath:
             "desc_value": fast_value,
         }
         # A rank the bundle was built for is the checked path's to enforce: never fast.
-        shapes = [(index[c.arg], c.dim, c.rank) if c.arg else None for c in call]
+        shapes = [(index[c.tensor], c.dim, c.rank, c.stride_of is not None) if c.tensor else None
+                  for c in call]  # fmt: skip
         bucket = _bucket(bucket_positions, [stride for _, stride in lookup])
         pointers = {index[n] for n in optional if params[index[n]].type[0] == "*"}
         source = _source(params, bucket, pointers, shapes,
@@ -196,13 +197,14 @@ def _source(
     params: Sequence[Param],
     bucket: str,
     optional: Collection[int] = (),
-    shapes: Sequence[tuple[int, int, int | None] | None] = (),
+    shapes: Sequence[tuple[int, int, int | None, bool] | None] = (),
     described: Collection[int] = (),
 ) -> str:
     """``signature(args)`` and ``lookup(args, call)`` for this parameter list, unrolled.
     ``bucket``: the bucket's expression (``_bucket``); ``optional``: pointer positions that
-    may be None; ``shapes``: per call value, the (argument, dimension) of the shape it
-    defaults to, or None (keyword only)."""
+    may be None; ``shapes``: per call value, what it defaults to, (argument, dimension,
+    rank built for, whether the dimension's stride rather than its size), or None (keyword
+    only)."""
     names = [f"a{i}" for i in range(len(params))]
     pointers = [i for i, p in enumerate(params) if p.type[0] == "*"]
     # The signature: (dtype, is_cuda) of a tensor, the type of a scalar. Folding is_cuda in
@@ -211,14 +213,7 @@ def _source(
                   for i, a in enumerate(names)])  # fmt: skip
     values = _tuple([_value(a, i in pointers, i in optional, i in described)
                      for i, a in enumerate(names)])  # fmt: skip
-    # Call values follow the arguments: by keyword, else a dimension of an argument's shape.
-    extra = [
-        f"call[names[{j}]]" if at is None else
-        f"call[names[{j}]] if names[{j}] in call else a{at[0]}.shape[{at[1]}]"
-        for j, at in enumerate(shapes)
-    ]  # fmt: skip
-    ranks = [f"len(a{at[0]}.shape) != {at[2]} and names[{j}] not in call"
-             for j, at in enumerate(shapes) if at is not None and at[2] is not None]  # fmt: skip
+    extra, ranks = _call_values(shapes)
     call_values = f"\n        values += {_tuple(extra)}" if extra else ""
     # struct packs i1/u1 as bytes, so their 0..1 range needs a test of its own.
     # (A descriptor's value is a tuple: its null address is refused when it is encoded.)
@@ -250,6 +245,24 @@ def lookup(args, call=nothing):
             return launcher, values
     return None
 """
+
+
+def _call_values(
+    shapes: Sequence[tuple[int, int, int | None, bool] | None],
+) -> tuple[list[str], list[str]]:
+    """Each call value's expression (by keyword, else read off an argument: a dimension of
+    its shape, or its stride, torch's; anything else fails there and takes the checked
+    path), and the tests that leave a tensor of another rank than the bundle's to the
+    checked path (which refuses it)."""
+    extra = [
+        f"call[names[{j}]]" if at is None else
+        f"call[names[{j}]] if names[{j}] in call else "
+        + (f"a{at[0]}.stride({at[1]})" if at[3] else f"a{at[0]}.shape[{at[1]}]")
+        for j, at in enumerate(shapes)
+    ]  # fmt: skip
+    ranks = [f"len(a{at[0]}.shape) != {at[2]} and names[{j}] not in call"
+             for j, at in enumerate(shapes) if at is not None and at[2] is not None]  # fmt: skip
+    return extra, ranks
 
 
 def _key(a: str, pointer: bool, optional: bool, described: bool = False) -> str:

@@ -232,13 +232,31 @@ class Derived(Coded):
 
 @dataclass(frozen=True)
 class CallValue(Coded):
-    """A launch value that is not a kernel argument: passed by keyword, or (with ``arg``)
-    dimension ``dim`` of that argument's shape unless passed."""
+    """A launch value that is not a kernel argument: passed by keyword, or, unless passed,
+    read off an argument: (with ``arg``) dimension ``dim`` of its shape, or (with
+    ``stride_of``) dimension ``dim``'s stride, in elements. ``rank``: the argument's rank
+    at build, which a call's must have."""
 
     name: str
     arg: str | None = field(default=None, metadata=codec.spec(omit_default=True))
     dim: Small = field(default=0, metadata=codec.spec(omit_default=True))
     rank: Small | None = field(default=None, metadata=codec.spec(omit_default=True))
+    # A key of its own rather than a kind beside ``arg``: a loader from before strides
+    # ignores it and sees a value passed by keyword, so it asks the caller for the value
+    # instead of reading a shape in the stride's place.
+    stride_of: str | None = field(default=None, metadata=codec.spec(omit_default=True))
+
+    @property
+    def tensor(self) -> str | None:
+        """The argument the value is read off (None: passed by keyword only)."""
+        return self.arg if self.stride_of is None else self.stride_of
+
+    @property
+    def text(self) -> str:
+        """As a recipe writes it: ``keyword``, ``shape(X, 1)`` or ``stride(X, 0)``."""
+        if self.tensor is None:
+            return "keyword"
+        return f"{'shape' if self.stride_of is None else 'stride'}({self.tensor}, {self.dim})"
 
 
 _OMIT = codec.spec(omit_default=True)

@@ -10,16 +10,19 @@ not. A variant serves a call only when, at the call's values:
   for the variant's meta-parameters.
 
 A call's values are its arguments in order, then its call values (launch values that are
-not arguments: passed by keyword, or a dimension of an argument's shape). Each test is
-one generated function per variant (loader/expr.py), so checking a candidate costs a
-function call.
+not arguments: passed by keyword, or read off an argument: a dimension of its shape or its
+stride). Each test is one generated function per variant (loader/expr.py), so checking a
+candidate costs a function call.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .args import shape_of
+from .descriptors import is_host_descriptor
 from .errors import ArgumentError
 from .expr import compile_function, parse
 from .manifest import KernelSpec, VariantSpec
@@ -41,8 +44,9 @@ class CallValues:
         self.host = frozenset(spec.host)
         self.derived = {d.name: d.expr for d in spec.derived}
         index = {p: i for i, p in enumerate(self.params)}
-        self._from = [(c.name, index.get(c.arg) if c.arg else None, c.dim, c.rank)
-                      for c in spec.call] + [(h, None, 0, None) for h in spec.host]  # fmt: skip
+        self._from = [(c.name, index.get(c.tensor) if c.tensor else None, c.dim, c.rank,
+                       c.stride_of is not None) for c in spec.call]  # fmt: skip
+        self._from += [(h, None, 0, None, False) for h in spec.host]
 
     @property
     def all_names(self) -> list[str]:
@@ -60,7 +64,7 @@ class CallValues:
                    if name in self.derived else "")  # fmt: skip
             raise ArgumentError(f"{self.kernel}() got an unexpected keyword {name!r}{why}; "
                                 f"its call values are: {have}")  # fmt: skip
-        for name, arg, dim, rank in self._from:
+        for name, arg, dim, rank, stride in self._from:
             if name in given:
                 value = given[name]
             elif name in self.host:
@@ -70,25 +74,57 @@ class CallValues:
                 raise ArgumentError(f"{self.kernel}() needs the call value {name}=... (a "
                                     "launch value that is not a kernel argument)")  # fmt: skip
             else:
-                value = _dimension(self.kernel, name, args[arg], self.params[arg], dim, rank)
+                value = _read(self.kernel, name, args[arg], self.params[arg], dim, rank, stride)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ArgumentError(f"{self.kernel}(): call value {name} must be an int, got "
                                     f"{type(value).__name__}")  # fmt: skip
             values.append(value)
 
 
-def _dimension(kernel: str, name: str, tensor: Any, param: str, dim: int, rank: int | None) -> int:
-    shape = getattr(tensor, "shape", None)
-    if shape is None:
-        shape = (getattr(tensor, "__cuda_array_interface__", None) or {}).get("shape")
+def _read(
+    kernel: str, name: str, tensor: Any, param: str, dim: int, rank: int | None, stride: bool
+) -> int:
+    """Dimension ``dim`` of the argument's shape, or its stride (in elements)."""
+    shape = shape_of(tensor)
+    what = (f"the stride of dimension {dim} of {param}" if stride
+            else f"dimension {dim} of {param}'s shape")  # fmt: skip
     if shape is None or dim >= len(shape):
-        raise ArgumentError(f"{kernel}(): {name} is dimension {dim} of {param}'s shape, which "
-                            f"this argument does not have; pass {name}=... by keyword")  # fmt: skip
+        raise ArgumentError(f"{kernel}(): {name} is {what}, which this argument does not "
+                            f"have; pass {name}=... by keyword")  # fmt: skip
     if rank is not None and len(shape) != rank:
-        raise ArgumentError(f"{kernel}(): {name} is dimension {dim} of {param}'s shape, which "
-                            f"the bundle was built for as {rank}-D; this {param} is "
-                            f"{len(shape)}-D: pass {name}=... by keyword, or reshape")  # fmt: skip
-    return int(shape[dim])
+        raise ArgumentError(f"{kernel}(): {name} is {what}, which the bundle was built for "
+                            f"as {rank}-D; this {param} is {len(shape)}-D: pass {name}=... by "
+                            "keyword, or reshape")  # fmt: skip
+    if not stride:
+        return shape[dim]
+    strides = _strides(tensor, shape)
+    if isinstance(strides, str):
+        raise ArgumentError(f"{kernel}(): {name} is {what}: {strides}; pass {name}=... by "
+                            "keyword")  # fmt: skip
+    return strides[dim]
+
+
+def _strides(tensor: Any, shape: tuple[int, ...]) -> tuple[int, ...] | str:
+    """A tensor's strides in elements, as torch's ``stride()`` gives them (a host
+    TensorDescriptor's are its ``strides``), or why they cannot be known. An array
+    interface's are in bytes, and absent for a row-major, dense array."""
+    if is_host_descriptor(tensor):
+        return tuple(int(s) for s in tensor.strides)
+    method = getattr(tensor, "stride", None)
+    if callable(method):
+        return tuple(int(s) for s in method())
+    cai = getattr(tensor, "__cuda_array_interface__", None)
+    if not isinstance(cai, dict):
+        return f"a {type(tensor).__name__} has a shape but no stride()"
+    if cai.get("strides") is None:
+        return tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    typestr = str(cai.get("typestr", ""))
+    size = int(typestr[2:]) if typestr[2:].isdigit() else 0
+    strides = tuple(int(s) for s in cai["strides"])
+    if not size or any(s % size for s in strides):
+        return (f"its __cuda_array_interface__ strides {list(strides)} (bytes) are no "
+                f"multiples of its element size ({typestr!r})")  # fmt: skip
+    return tuple(s // size for s in strides)
 
 
 def value_names(spec: KernelSpec) -> list[str]:
@@ -178,6 +214,7 @@ def explain(
     names = value_names(spec)
     parts: list[str] = []
     fixes: list[str] = []
+    missed: set[str] = set()  # the names the derived values no variant has read
     for d in spec.derived:
         held = sorted({repr(v.meta.get(d.name)) for v in variants})
         consts = dict(variants[0].meta) if variants else {}
@@ -189,8 +226,9 @@ def explain(
         if repr(got) not in held:
             parts.append(f"{d.name} = {d.expr} is {got!r} at this call, and the bundle's "
                          f"variants have {d.name} in {{{', '.join(held)}}}")  # fmt: skip
+            missed |= parse(d.expr, predicate=True).names
     if parts:
-        fixes.append("Add the value to the recipe's sizes (or buckets) and rebuild")
+        fixes.append(_derived_fix(spec, missed, "the value"))
     broken = [
         c for c in spec.checks if not any(_meets(c, names, v, values, device) for v in variants)
     ]
@@ -204,16 +242,15 @@ def explain(
             parts.append(f"{h}={values[first + j]!r} was asked for, and the variants have {h} "
                          f"in {{{', '.join(held)}}}")  # fmt: skip
             fixes.append(f"Pass the {h} that launch_config() gives for the call's sizes")
-    if not parts:  # each condition holds for some variant, but none meets them all
-        every = [d.name for d in spec.derived] + [repr(c) for c in spec.checks]
-        parts = [
-            f"no variant meets the derived values and constraints together: {', '.join(every)}"
-        ]
-        fixes.append("Add the values to the recipe's sizes (or buckets) and rebuild")
     read: set[str] = set()
     for text in [d.expr for d in spec.derived] + list(spec.checks):
         e = parse(text, predicate=True)
         read |= e.names - e.presence  # a None test's argument: the binding decides, no value
+    if not parts:  # each condition holds for some variant, but none meets them all
+        every = [d.name for d in spec.derived] + [repr(c) for c in spec.checks]
+        parts = [f"no variant meets the derived values and constraints together: "
+                 f"{', '.join(every)}{_combos(spec, variants, names, values)}"]  # fmt: skip
+        fixes.append(_derived_fix(spec, read, "the values"))
     pointers = {p.name for p in spec.params if p.type.startswith("*")}  # an address says nothing
     at = ", ".join(f"{n}={v}" for n, v in zip(names, values, strict=False)
                    if n in read and n not in pointers)  # fmt: skip
@@ -250,10 +287,43 @@ def _their(check: str, variants: Sequence[VariantSpec]) -> str:
 
 
 def _check_fix(spec: KernelSpec, broken: list[str]) -> str:
-    """Pass values that meet the constraints; names the call values they read from shapes."""
+    """Pass values that meet the constraints; names the call values they read off
+    arguments."""
     read: set[str] = set()
     for c in broken:
         read |= parse(c, predicate=True).names
-    shapes = [f"{c.name} = shape({c.arg}, {c.dim})" for c in spec.call if c.arg and c.name in read]
-    where = f" ({'; '.join(shapes)})" if shapes else ""
+    where = _read_off(spec, read)
     return f"Pass values that meet it{where}, or rebuild the bundle with sizes where they do"
+
+
+def _derived_fix(spec: KernelSpec, read: set[str], what: str) -> str:
+    """Add the values to the recipe and rebuild; or, where they are read off the call's
+    arguments (a strided view's row stride), pass arguments the bundle was built for."""
+    where = _read_off(spec, read)
+    rebuild = f"{what} to the recipe's sizes (or buckets) and rebuild"
+    if not where:
+        return f"Add {rebuild}"
+    return f"Pass arguments it was built for{where}, or add {rebuild}"
+
+
+def _read_off(spec: KernelSpec, read: set[str]) -> str:
+    """Where the call values among ``read`` come from: `` (row_stride = stride(X, 0))``."""
+    taken = [f"{c.name} = {c.text}" for c in spec.call if c.tensor and c.name in read]
+    return f" ({'; '.join(taken)})" if taken else ""
+
+
+def _combos(spec: KernelSpec, variants: Sequence[VariantSpec], names: list[str],
+            values: Values) -> str:  # fmt: skip
+    """The derived values at this call beside those the variants were built with."""
+    if not spec.derived or not variants:
+        return ""
+    try:
+        got = compile_function([parse(d.expr, predicate=True) for d in spec.derived], names,
+                               dict(variants[0].meta))(*values)  # fmt: skip
+    except (ArithmeticError, TypeError, ValueError):
+        return ""
+    held = sorted({tuple(v.meta.get(d.name) for d in spec.derived) for v in variants}, key=repr)
+    shown = ", ".join("(" + ", ".join(map(repr, t)) + ")" for t in held[:4])
+    more = f" and {len(held) - 4} more" if len(held) > 4 else ""
+    now = ", ".join(f"{d.name}={x!r}" for d, x in zip(spec.derived, got, strict=True))
+    return f" ({now} at this call; the variants have {shown}{more})"

@@ -12,6 +12,7 @@ exercised by the GPU tests.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -34,12 +35,15 @@ class FakeTensor:
         dtype: str = "torch.float16",
         is_cuda: bool = True,
         shape: tuple[int, ...] = (1,),
+        strides: tuple[int, ...] | None = None,
     ):
         self.addr = addr
         self.dtype = dtype
         self.is_cuda = is_cuda
         self.device = "cuda:0" if is_cuda else "cpu"
         self.shape = shape
+        # In elements, as torch's: row-major and dense unless given (a view's).
+        self.strides = strides or tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
 
     def data_ptr(self) -> int:
         return self.addr
@@ -47,13 +51,23 @@ class FakeTensor:
     def numel(self) -> int:
         return 1
 
+    def stride(self, dim: int | None = None) -> Any:
+        return self.strides if dim is None else self.strides[dim]
+
 
 class FakeArray:
-    def __init__(self, addr: int, typestr: str = "<f2"):
+    def __init__(
+        self,
+        addr: int,
+        typestr: str = "<f2",
+        shape: tuple[int, ...] = (1,),
+        strides: tuple[int, ...] | None = None,  # in bytes; None: row-major and dense
+    ):
         self.__cuda_array_interface__ = {
             "data": (addr, False),
             "typestr": typestr,
-            "shape": (1,),
+            "shape": shape,
+            "strides": strides,
             "version": 3,
         }
 

@@ -284,6 +284,50 @@ def test_a_constexpr_autotune_key_is_drafted_as_a_per_call_value(tmp_path: Path)
     assert doc["kernel"][0]["fixed"] == {"D": "TODO", "B": "TODO"}
 
 
+STRIDED_KERNEL = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _rms_forward(Y, Y_row_stride: tl.constexpr, X, X_row_stride: tl.constexpr, W,
+                 W_stride: tl.constexpr, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    o = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(X + row * X_row_stride + o, mask=o < n_cols, other=0.0)
+    tl.store(Y + row * Y_row_stride + o, x * tl.load(W + o * W_stride), mask=o < n_cols)
+
+
+def rms(X, W):
+    Y = torch.empty_like(X)
+    n_rows, n_cols = X.shape
+    _rms_forward[(n_rows,)](Y, Y.stride(0), X, X.stride(0), W, 1, n_cols,
+                            BLOCK_SIZE=triton.next_power_of_2(n_cols))
+    return Y
+"""
+
+
+def test_constexpr_strides_are_drafted_as_stride_call_values(tmp_path: Path) -> None:
+    """unsloth's RMS norm takes its row strides as constexprs, launched with X.stride(0):
+    the draft reads them per call (stride(X, 0)) rather than fixing a stride that a view
+    of a wider tensor would not have; a constexpr named like a stride that the launch
+    passes otherwise gets the generic form."""
+    (tmp_path / "strided.py").write_text(STRIDED_KERNEL)
+    r = invoke(["init", str(tmp_path / "strided.py")], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    doc, text = draft_of(tmp_path / "strided.toml")
+    assert ("Constexpr strides: Y_row_stride (rms() passes Y.stride(0)), X_row_stride (rms() "
+            "passes X.stride(0)), W_stride. Where the wrapper passes a tensor's t.stride(DIM), "
+            "take each per call") in flat(text)  # fmt: skip
+    assert ('# call = { Y_row_stride_ = "stride(Y, 0)", X_row_stride_ = "stride(X, 0)", '
+            'W_stride_ = "stride(ARG, DIM)" }') in text  # fmt: skip
+    assert "# sizes = { Y_row_stride_ = [...], X_row_stride_ = [...], W_stride_ = [...] }" in text
+    assert ('# derived = { Y_row_stride = "Y_row_stride_", X_row_stride = "X_row_stride_", '
+            'W_stride = "W_stride_" }') in text  # fmt: skip
+    assert doc["kernel"][0]["space"]["X_row_stride"] == "TODO"
+
+
 def test_an_existing_recipe_is_kept_without_force(gallery: Path, tmp_path: Path) -> None:
     path = gallery / "softmax.toml"
     path.write_text("# mine\n")

@@ -352,8 +352,8 @@ PLAN_CASES = [
         [
             "scale.fixed: constexpr BLOCK of scale_kernel has no value; add it to fixed, space or "
             "derived. To take it per call from a size, name the size otherwise and derive BLOCK "
-            'from it: call = { BLOCK_ = "shape(ARG, DIM)" } (or "keyword"), sizes = { BLOCK_ = '
-            '[...] }, derived = { BLOCK = "BLOCK_" }'
+            'from it: call = { BLOCK_ = "shape(ARG, DIM)" } (or "stride(ARG, DIM)", or '
+            '"keyword"), sizes = { BLOCK_ = [...] }, derived = { BLOCK = "BLOCK_" }'
         ],
     ),
     (

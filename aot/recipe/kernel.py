@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from loader.manifest import ELEMENT_TYPES, INT_TYPES
 from ..config import Config, Constexpr
 from ..shipped import Autotune, Shipped
 from .kernel_access import Shape, parse_access
-from .kernel_call import CallValue, parse_call
+from .kernel_call import CallValue, check_call, parse_call
 from .kernel_descriptors import parse_descriptors
 from .kernel_launch import (
     check_tiles,
@@ -157,8 +157,7 @@ def parse_kernel(v: Validator, k: Mapping[str, Any], index: int, root: Path) -> 
     check_tiles(v, w, grid, meta.space_values())
     tune = parse_tune(v, k, w, root, names)
     values.check_constants(v, w, tune)
-    if example is not None:
-        call = {n: replace(c, rank=example.rank(c.arg)) if c.arg else c for n, c in call.items()}
+    call = check_call(v, w, call, signature, example)
     return KernelRecipe(
         name=name,
         source=source,

@@ -82,7 +82,8 @@ def _per_call(name: str) -> str:
     """How a constexpr takes a size's value per call (a wrapper passing n_cols=n_cols)."""
     return (
         f". To take it per call from a size, name the size otherwise and derive {name} "
-        f'from it: call = {{ {name}_ = "shape(ARG, DIM)" }} (or "keyword"), sizes = '
+        f'from it: call = {{ {name}_ = "shape(ARG, DIM)" }} (or "stride(ARG, DIM)", or '
+        f'"keyword"), sizes = '
         f'{{ {name}_ = [...] }}, derived = {{ {name} = "{name}_" }}'
     )
 

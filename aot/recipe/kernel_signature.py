@@ -12,7 +12,7 @@ through the bindings is ``*T``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -138,7 +138,7 @@ def inferred_types(
             nones.add(name)
             continue
         types[name] = _generalise(v, w, name, [str(t) for t in seen], bindings)
-    return Example(types, frozenset(nones), first, frozenset(varying))
+    return Example(types, frozenset(nones), first, frozenset(varying), dict(sizes))
 
 
 def _arguments(
@@ -162,13 +162,15 @@ def _arguments(
 @dataclass(frozen=True)
 class Example:
     """What ``inputs`` told: types, arguments passed as None, the example values (the
-    first dtype binding's, at the largest bucket) and the integers that took another
-    value at the smallest bucket (they follow the call's sizes)."""
+    first dtype binding's, at the largest bucket, whose values are ``sizes``) and the
+    integers that took another value at the smallest bucket (they follow the call's
+    sizes)."""
 
     types: dict[str, str]
     nones: frozenset[str]
     values: dict[str, Any]
     varying: frozenset[str] = frozenset()
+    sizes: Mapping[str, int] = field(default_factory=dict)
 
     def ints(self) -> dict[str, int]:
         return {n: x for n, x in self.values.items() if type(x) is int}

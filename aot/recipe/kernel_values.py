@@ -155,4 +155,4 @@ def _known(v: Validator, key: str, name: str, known: set[str], kernel: Shipped) 
         v.fail(key, f"{show(name)} is neither an argument of {kernel.name} nor a call value; "
                f"choose from {sorted_names(known)}, or declare it as a call value: "
                f'call = {{ {name} = "shape(ARG, DIM)" }} reads it off an argument\'s shape, '
-               f'"keyword" has the caller pass it')  # fmt: skip
+               f'"stride(ARG, DIM)" off its stride, "keyword" has the caller pass it')  # fmt: skip

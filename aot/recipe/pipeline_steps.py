@@ -180,7 +180,8 @@ def _call_values(
 ) -> list[Expr]:
     """Each call value of the kernel (its launch values that are no argument), in the
     order the bundle lists them, as an expression of the pipeline's dimensions: given in
-    ``args``, or the dimension of the tensor its ``shape(ARG, DIM)`` reads."""
+    ``args``, or the dimension (or its stride: the pipeline's tensors are row-major and
+    dense) of the tensor its ``shape(ARG, DIM)`` (``stride(ARG, DIM)``) reads."""
     out = []
     for name, cv in kr.call.items():
         key = f"{sw}.args.{name}"
@@ -190,11 +191,11 @@ def _call_values(
         if cv.arg is None:
             v.fail(key, f"missing: {name} is a call value of {kr.name} (passed by keyword); give "
                    f"{name} = ... in args")  # fmt: skip
-        shape = tensors[pointers[cv.arg]].shape
-        if cv.dim >= len(shape):
-            v.fail(key, f"{name} is dimension {cv.dim} of {cv.arg}, but {pointers[cv.arg]!r} has "
-                   f"{len(shape)} dimensions; give {name} = ... in args")  # fmt: skip
-        out.append(shape[cv.dim])
+        t = tensors[pointers[cv.arg]]
+        if cv.dim >= len(t.shape):
+            v.fail(key, f"{name} = {cv.text}, but {pointers[cv.arg]!r} has {len(t.shape)} "
+                   f"dimensions; give {name} = ... in args")  # fmt: skip
+        out.append((t.strides if cv.of == "stride" else t.shape)[cv.dim])
     return out
 
 

@@ -32,8 +32,8 @@ _HINTS = {
     "fixed": "fill in fixed.{n}: the value the kernel is launched with",
     "space": "fill in space.{n}: a list of values to search; or move {n} to fixed (one "
     "value) or derived (computed per call)",
-    "call": 'fill in call.{n}: "shape(ARG, DIM)" (a dimension of an argument) or "keyword" '
-    "(the caller passes it)",
+    "call": 'fill in call.{n}: "shape(ARG, DIM)" (a dimension of an argument), "stride(ARG, '
+    'DIM)" (its stride, in elements) or "keyword" (the caller passes it)',
 }
 
 
