@@ -15,7 +15,14 @@ from loader.expr import Expr
 from ..config import Config, Constexpr
 from ..heuristics import Untranslatable, translate
 from ..shipped import Shipped
-from .kernel_space import LAUNCH_OPTIONS, autotune_configs, defaults, parse_fixed, parse_space
+from .kernel_space import (
+    LAUNCH_OPTIONS,
+    autotune_configs,
+    defaults,
+    launch_rule,
+    parse_fixed,
+    parse_space,
+)
 from .validate import Validator, show
 
 
@@ -97,6 +104,10 @@ def _derived(
     out: dict[str, Expr] = {}
     for name, raw in v.table(k, "derived", w).items():
         key = f"{w}.derived.{name}"
+        if name in LAUNCH_OPTIONS and name not in constexprs:
+            rule = raw if isinstance(raw, str) and len(raw) <= 200 else ""
+            v.fail(key, f"{name} is a launch option, not a constexpr parameter, so it is not "
+                   f"derived: {launch_rule(name, rule)}")  # fmt: skip
         if name not in constexprs:
             v.fail(key, f"the kernel has no constexpr parameter {name}")
         if name in meta.fixed or name in meta.searched:
