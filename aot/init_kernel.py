@@ -18,7 +18,7 @@ from typing import Any
 
 from loader.expr import ExprError, parse
 
-from .heuristics import Untranslatable, translate
+from .heuristics import PassThrough, Untranslatable, translate
 from .kernel_env import TARGET_SMS
 from .kernelscan import Launch, Usage, usage_of
 from .prehook import configs_hooks_translate
@@ -113,7 +113,7 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     untyped = any(p.name in pointers and not p.annotation.startswith("*") for p in runtime)
     keys = [n for n in (tuned.key if tuned else ()) if n in {p.name for p in runtime}]
     keys = [n for n in keys if n not in pointers]
-    rules = {name: _rule(rule) for name, rule in k.heuristics.items()}
+    rules = {name: _rule(rule, name) for name, rule in k.heuristics.items()}
     parsed = [parse(r, predicate=True) for r in rules.values() if isinstance(r, str)]
     read = set().union(*(e.names - e.presence for e in parsed))  # `x is None`: no size
     tested = set(usage.none_tested).union(*(e.presence for e in parsed))
@@ -136,9 +136,9 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
 _INTS = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
 
 
-def _rule(rule: Any) -> str | Untranslatable:
+def _rule(rule: Any, name: str) -> str | Untranslatable:
     try:
-        text = translate(rule)
+        text = translate(rule, name)
         parse(text, predicate=True)
     except Untranslatable as exc:
         return exc
@@ -240,6 +240,9 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
     for name, rule in kinds.rules.items():
         if isinstance(rule, str):
             t.lines.append(f"# {name} = {rule}, from @triton.heuristics (evaluated per call)")
+        elif isinstance(rule, PassThrough):  # the caller's own value: no expression has it
+            t.comment(f"{name}'s @triton.heuristics rule {rule}.")
+            t.key(f"derived.{name}", PLACEHOLDER)
         else:
             t.comment(f"{name} comes from a @triton.heuristics rule that cannot be translated: "
                       f"{rule}. Give the expression that computes it per call.")  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any
 from loader.expr import Expr
 
 from ..config import Config, Constexpr
-from ..heuristics import Untranslatable, translate
+from ..heuristics import PassThrough, Untranslatable, pass_through, translate
 from ..shipped import Shipped
 from .kernel_space import (
     LAUNCH_OPTIONS,
@@ -125,11 +125,18 @@ def _heuristics(
     parameter a value itself (which then replaces the rule)."""
     translated: dict[str, str] = {}
     for name, rule in kernel.heuristics.items():
+        through = pass_through(rule, name) if name in meta.space else None
+        if through is not None:  # searching it would pick for the caller, by speed
+            v.fail(f"{w}.space.{name}", f"the @triton.heuristics rule for {name} of "
+                   f"{kernel.name} {through.lead}, not a value the build may choose: searching it "
+                   f"would pick one for every caller. {through.fix}")  # fmt: skip
         if name in derived or name in meta.fixed or name in meta.searched:
             continue
         key = f"{w}.derived.{name}"
         try:
-            text = translate(rule)
+            text = translate(rule, name)
+        except PassThrough as exc:
+            v.fail(key, f"the @triton.heuristics rule for {name} of {kernel.name} {exc}")
         except Untranslatable as exc:
             v.fail(key, f"the @triton.heuristics rule for {name} of {kernel.name} cannot be "
                    f"translated: {exc}. Give {name} per call in the recipe: derived.{name} = "
