@@ -9,6 +9,7 @@ comment on each suggested value to review.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import textwrap
@@ -101,10 +102,13 @@ class _Kinds:
     rules: Mapping[str, str | Untranslatable]  # heuristic -> expression, or why not
     none_tested: tuple[str, ...]  # arguments the kernel or a rule tests against None
     defaults: Mapping[str, Any]
-    unset: tuple[str, ...]  # constexprs nothing above gives a value
+    unset: tuple[str, ...]  # constexprs nothing above (nor the wrapper) gives a value
+    passed: Mapping[str, str] = field(default_factory=dict)  # by the wrapper: what it passes
+    passed_by: str = ""  # the function whose launch passes them
+    example: str = ""  # the one of them the draft shows the call + derived pattern for
 
 
-def _kinds(k: Shipped, usage: Usage) -> _Kinds:
+def _kinds(k: Shipped, usage: Usage, found: list[Launch]) -> _Kinds:
     runtime = list(k.runtime)
     tuned = k.autotune
     extra = set(tuned.reset_to_zero + tuned.restore_value) if tuned else set()
@@ -127,10 +131,35 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     defaults = {p.name: p.default for p in k.constexprs if p.has_default}
     given = set(searched) | set(rules) | set(defaults)
     unset = [p.name for p in k.constexprs if p.name not in given]
+    passed, by = _passed(k, unset, found)
+    sized = set(usage.sizes) | set(tuned.key if tuned else ())  # a row width, say
+    example = next((n for n in passed if n in sized), next(iter(passed), ""))
     return _Kinds(tuple(p.name for p in runtime), tuple(pointers), tuple(sizes), untyped,
                   tuple(keys), usable, tuple(searched), rules,
                   tuple(p.name for p in runtime if p.name in tested), defaults,
-                  tuple(unset))  # fmt: skip
+                  tuple(n for n in unset if n not in passed), passed, by, example)  # fmt: skip
+
+
+def _passed(k: Shipped, unset: list[str], found: list[Launch]) -> tuple[dict[str, str], str]:
+    """The constexprs among ``unset`` that the file's first launch passing any passes from
+    its own values (``X.stride(0)``, ``n_cols``, ``eps``; not a literal, nor the SM count a
+    persistent kernel strides by), with what it passes, and the function that launches."""
+    order = [p.name for p in k.params]
+    for launch in found:
+        given = {**dict(zip(order, launch.args, strict=False)), **dict(launch.keywords)}
+        out = {n: given[n] for n in unset if n in given and not _literal(given[n])
+               and n != TARGET_SMS}  # fmt: skip
+        if out:
+            return out, launch.caller
+    return {}, ""
+
+
+def _literal(text: str) -> bool:
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 _INTS = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
@@ -148,7 +177,7 @@ def _rule(rule: Any, name: str) -> str | Untranslatable:
 
 
 def draft_kernel(name: str, attr: str, k: Shipped, source: str, found: list[Launch]) -> KernelDraft:
-    kinds = _kinds(k, usage_of(k))
+    kinds = _kinds(k, usage_of(k), found)
     layers = _layers(k)
     t = _Table(["[[kernel]]"])
     t.key("name", name)
@@ -217,8 +246,8 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment("No @triton.autotune key suggests bucket keys; add buckets = { NAME = "
                   "[1, 16, 128, 1024] } to tune per range of an integer argument or call "
                   "value.")  # fmt: skip
-    constexpr_keys = [n for n in (k.autotune.key if k.autotune else ())
-                      if n in {p.name for p in k.constexprs}]  # fmt: skip
+    constexpr_keys = [n for n in (k.autotune.key if k.autotune else ()) if n not in kinds.passed
+                      and n in {p.name for p in k.constexprs}]  # fmt: skip
     for n in constexpr_keys:  # a wrapper passes it per call (a row width, say)
         t.comment(f"@triton.autotune's key {n} is a constexpr: where the wrapper passes it per "
                   "call, take it from a call value under another name, one variant per listed "
@@ -251,6 +280,8 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         if name not in kinds.rules and name not in kinds.searched:
             t.lines.append(f"# {name} = {_constexpr(value)}, its default (set it in fixed to "
                            "launch another value)")  # fmt: skip
+    if kinds.passed:
+        _passed_hint(t, kinds)
     tuned = k.autotune
     if kinds.autotuned and tuned is not None:
         n = len(tuned.configs)
@@ -276,6 +307,30 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment("@triton.autotune has a pre_hook or post_hook (host code aotc cannot run), so "
                   "its configs cannot be the search space: give [kernel.space].")  # fmt: skip
     _space(t, k, kinds)
+
+
+def _passed_hint(t: _Table, kinds: _Kinds) -> None:
+    """Constexprs the wrapper passes per call from its own values: derived, not searched."""
+    where = f"{kinds.passed_by}()" if kinds.passed_by else "The module"
+    shown = ", ".join(f"{n} = {w}" for n, w in kinds.passed.items())
+    one = len(kinds.passed) == 1
+    t.comment(f"{where} launches the kernel with {'this constexpr' if one else 'these constexprs'} "
+              f"from its own values per call ({shown}): give {'it' if one else 'each'} in "
+              "derived rather than search it, as an expression of call values and sizes, or "
+              "take a value the wrapper reads off a tensor or gets from its caller from a call "
+              "value under another name, one variant per listed value, e.g.")  # fmt: skip
+    ex = kinds.example
+    t.lines.append(f'# call = {{ {ex}_ = "shape(ARG, DIM)" }} (or "keyword"), sizes = '
+                   f'{{ {ex}_ = [...] }}, derived = {{ {ex} = "{ex}_" }}')  # fmt: skip
+    t.comment("A float (an eps, say) cannot be a call value: give it in fixed instead, one "
+              "[[kernel]] entry per value.")  # fmt: skip
+    typed = [n for n, w in kinds.passed.items() if ".dtype" in w]
+    if typed:
+        t.comment(f"{', '.join(typed)} follow{'s' if len(typed) == 1 else ''} a tensor's element "
+                  "type: give it in fixed as the name of its dtype variable, "
+                  f'fixed = {{ {typed[0]} = "T" }}.')  # fmt: skip
+    for name in kinds.passed:
+        t.key(f"derived.{name}", PLACEHOLDER)
 
 
 def _space(t: _Table, k: Shipped, kinds: _Kinds) -> None:
