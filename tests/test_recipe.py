@@ -142,6 +142,20 @@ CASES = [
     ),
     ("space dup", "BLOCK = [256, 1024]", "BLOCK = [256, 256]", ["lists a value twice"]),
     (
+        "float call value",  # a float constexpr the caller passes (unsloth's eps)
+        "[kernel.space]\nBLOCK = [256, 1024]",
+        'call = { blk_ = "keyword" }\nsizes = { blk_ = [1e-5, 1e-6] }\n'
+        'derived = { BLOCK = "blk_" }\n[kernel.space]',
+        [
+            "[[kernel]] scale.sizes.blk_: 1e-05 is a float, and sizes and call values are "
+            "integers: a float constexpr passed per call (BLOCK) cannot take its value from a "
+            "call value. Give it in fixed instead, one [[kernel]] entry (each with its own name) "
+            "per value the callers use: fixed = { BLOCK = 1e-05 } in one, fixed = { BLOCK = "
+            "1e-06 } in another; or, if callers pass any value, make it a runtime float "
+            "parameter of the kernel (BLOCK: float, not tl.constexpr)"
+        ],
+    ),
+    (
         "space is runtime arg",
         "BLOCK = [256, 1024]",
         "BLOCK = [256, 1024]\nn = [1]",
