@@ -47,15 +47,15 @@ def pruned_at(
         if tuned.perf_model is not None:
             kept = _top_k(tuned.perf_model, tuned.top_k, kept, named)
     except Exception as exc:
-        raise RecipeError(recipe.path, key, f"@triton.autotune's prune_configs_by raised "
+        raise RecipeError(recipe.shown, key, f"@triton.autotune's prune_configs_by raised "
                           f"{type(exc).__name__}: {exc} at {at} (the build runs it with the "
                           f"arguments {', '.join(named)})") from None  # fmt: skip
     strangers = [c for c in kept if c not in ours]
     if strangers:
-        raise RecipeError(recipe.path, key, f"@triton.autotune's prune_configs_by returned "
+        raise RecipeError(recipe.shown, key, f"@triton.autotune's prune_configs_by returned "
                           f"{strangers[0]}, which is none of its configs, at {at}")  # fmt: skip
     if not kept:
-        raise RecipeError(recipe.path, key, f"@triton.autotune's prune_configs_by kept no "
+        raise RecipeError(recipe.shown, key, f"@triton.autotune's prune_configs_by kept no "
                           f"config at {at}")  # fmt: skip
     chosen = {id(ours[c]) for c in kept}
     return [c for c in configs if id(c) in chosen]

@@ -30,9 +30,62 @@ class Untranslatable(ValueError):
     """The rule cannot become an expression; the message says why."""
 
 
-def translate(rule: Callable[..., Any]) -> str:
-    """The rule as an expression in the loader's language, or ``Untranslatable``."""
-    node = find_definition(rule)
+class PassThrough(Untranslatable):
+    """The rule hands back the caller's own value of the parameter it sets
+    (``"GEMMA": lambda args: bool(args["GEMMA"])``): Triton runs it on the launch's
+    arguments, so the value is whatever the caller launched with, which no expression of
+    the other arguments computes. The message says how a recipe takes it."""
+
+    def __init__(self, name: str, written: str, kind: str):
+        self.name, self.written, self.kind = name, written, kind  # kind: "bool", "int" or ""
+        super().__init__(f"{self.lead}. {self.fix}")
+
+    @property
+    def lead(self) -> str:
+        n = self.name
+        return f"passes the caller's own {n} through ({self.written}): {n} is what the caller " + (
+            "launches with"
+        )
+
+    @property
+    def fix(self) -> str:
+        n = self.name
+        if self.kind == "bool":
+            return (
+                f"Give the value the callers use in fixed, fixed = {{ {n} = false }} (one "
+                f"[[kernel]] entry per value), or take it per call with both values built: "
+                f'call = {{ {n}_ = "keyword" }}, sizes = {{ {n}_ = 1 }}, derived = '
+                f'{{ {n} = "{n}_ != 0" }} (the caller passes {n}_=0 or {n}_=1)'
+            )
+        return (
+            f"Give the value the callers use in fixed, fixed = {{ {n} = ... }} (one [[kernel]] "
+            f"entry per value), or take it per call, one variant per listed value: call = "
+            f'{{ {n}_ = "keyword" }}, sizes = {{ {n}_ = [...] }}, derived = {{ {n} = "{n}_" }} '
+            f"(the caller passes {n}_=...)"
+        )
+
+
+def translate(rule: Callable[..., Any], name: str = "") -> str:
+    """The rule as an expression in the loader's language, or ``Untranslatable``
+    (``PassThrough`` where the rule for ``name`` only hands back the caller's ``name``)."""
+    body, arg = _returned(find_definition(rule))
+    found = _pass_through(body, arg, name)
+    if found is not None:
+        raise found
+    globals_ = getattr(rule, "__globals__", {})
+    return ast.unparse(Rewrite(arg, globals_).visit(body))
+
+
+def pass_through(rule: Callable[..., Any], name: str) -> PassThrough | None:
+    """Whether the rule for ``name`` only hands back the caller's own ``name``, and how."""
+    try:
+        return _pass_through(*_returned(find_definition(rule)), name)
+    except Untranslatable:
+        return None
+
+
+def _returned(node: ast.Lambda | ast.FunctionDef) -> tuple[ast.expr, str]:
+    """What the rule returns, and the name of its one parameter (the arguments dict)."""
     if isinstance(node, ast.Lambda):
         body, arg = node.body, node.args
     else:
@@ -45,8 +98,30 @@ def translate(rule: Callable[..., Any]) -> str:
         body, arg = returned, node.args
     if len(arg.args) != 1 or arg.vararg or arg.kwarg or arg.kwonlyargs:
         raise Untranslatable("it does not take exactly one argument (the arguments dict)")
-    globals_ = getattr(rule, "__globals__", {})
-    return ast.unparse(Rewrite(arg.args[0].arg, globals_).visit(body))
+    return body, arg.args[0].arg
+
+
+def _pass_through(body: ast.expr, args: str, name: str) -> PassThrough | None:
+    """``args["X"]``, ``bool(args["X"])`` or ``int(args["X"])`` in the rule for X."""
+    read, kind = body, ""
+    if (
+        isinstance(body, ast.Call)
+        and isinstance(body.func, ast.Name)
+        and body.func.id in ("bool", "int")
+        and len(body.args) == 1
+        and not body.keywords
+    ):
+        read, kind = body.args[0], body.func.id
+    if (
+        name
+        and isinstance(read, ast.Subscript)
+        and isinstance(read.value, ast.Name)
+        and read.value.id == args
+        and isinstance(read.slice, ast.Constant)
+        and read.slice.value == name
+    ):
+        return PassThrough(name, ast.unparse(body), kind)
+    return None
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:

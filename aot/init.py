@@ -21,7 +21,8 @@ from types import ModuleType
 from loader.format import write_atomic
 
 from .errors import UsageError
-from .init_kernel import KernelDraft, comment, draft_kernel, toml_value
+from .init_kernel import KernelDraft, draft_kernel
+from .init_toml import comment, toml_value
 from .kernelfile import KernelImportError, import_failure, load_module
 from .kernelscan import find_kernels, launches
 from .output import check_output

@@ -9,16 +9,16 @@ comment on each suggested value to review.
 
 from __future__ import annotations
 
-import json
+import ast
 import re
-import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from loader.expr import ExprError, parse
 
-from .heuristics import Untranslatable, translate
+from .heuristics import PassThrough, Untranslatable, translate
+from .init_toml import Table, toml_value
 from .kernel_env import TARGET_SMS
 from .kernelscan import Launch, Usage, usage_of
 from .prehook import configs_hooks_translate
@@ -26,7 +26,6 @@ from .recipe.placeholders import PLACEHOLDER
 from .shipped import Shipped
 
 BOUNDS = [1, 16, 128, 1024, 4096]  # placeholder bucket bounds, to be reviewed
-WIDTH = 92
 
 
 @dataclass(frozen=True)
@@ -37,53 +36,6 @@ class KernelDraft:
     lines: tuple[str, ...]  # its [[kernel]] table
     fill: tuple[str, ...]  # keys holding a "TODO" placeholder
     check: tuple[str, ...]  # keys with a suggested value to review
-
-
-def comment(text: str) -> str:
-    return textwrap.fill(" ".join(text.split()), WIDTH, initial_indent="# ",
-                         subsequent_indent="# ", break_on_hyphens=False)  # fmt: skip
-
-
-def toml_value(value: Any) -> str:
-    """A TOML value, inline."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{_key(k)} = {toml_value(v)}" for k, v in value.items()) + " }"
-    return "[" + ", ".join(toml_value(v) for v in value) + "]"
-
-
-def _key(key: str) -> str:
-    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else json.dumps(key)
-
-
-@dataclass
-class _Table:
-    """One ``[[kernel]]`` table being written: its lines, and the keys to fill or check."""
-
-    lines: list[str] = field(default_factory=list)
-    fill: list[str] = field(default_factory=list)
-    check: list[str] = field(default_factory=list)
-
-    def comment(self, text: str) -> None:
-        self.lines.append(comment(text))
-
-    def key(self, key: str, value: Any, note: str = "", review: bool = False) -> None:
-        line = f"{key} = {toml_value(value)}"
-        self.lines.append(f"{line}  # TODO: {note}" if review else line)
-        if review:
-            self.check.append(key)
-        self.fill += _placeholders(key, value)
-
-
-def _placeholders(key: str, value: Any) -> list[str]:
-    if isinstance(value, Mapping):
-        return [k for n, v in value.items() for k in _placeholders(f"{key}.{n}", v)]
-    return [key] if isinstance(value, str) and value.startswith(PLACEHOLDER) else []
 
 
 @dataclass(frozen=True)
@@ -101,10 +53,13 @@ class _Kinds:
     rules: Mapping[str, str | Untranslatable]  # heuristic -> expression, or why not
     none_tested: tuple[str, ...]  # arguments the kernel or a rule tests against None
     defaults: Mapping[str, Any]
-    unset: tuple[str, ...]  # constexprs nothing above gives a value
+    unset: tuple[str, ...]  # constexprs nothing above (nor the wrapper) gives a value
+    passed: Mapping[str, str] = field(default_factory=dict)  # by the wrapper: what it passes
+    passed_by: str = ""  # the function whose launch passes them
+    example: str = ""  # the one of them the draft shows the call + derived pattern for
 
 
-def _kinds(k: Shipped, usage: Usage) -> _Kinds:
+def _kinds(k: Shipped, usage: Usage, found: list[Launch]) -> _Kinds:
     runtime = list(k.runtime)
     tuned = k.autotune
     extra = set(tuned.reset_to_zero + tuned.restore_value) if tuned else set()
@@ -113,7 +68,7 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     untyped = any(p.name in pointers and not p.annotation.startswith("*") for p in runtime)
     keys = [n for n in (tuned.key if tuned else ()) if n in {p.name for p in runtime}]
     keys = [n for n in keys if n not in pointers]
-    rules = {name: _rule(rule) for name, rule in k.heuristics.items()}
+    rules = {name: _rule(rule, name) for name, rule in k.heuristics.items()}
     parsed = [parse(r, predicate=True) for r in rules.values() if isinstance(r, str)]
     read = set().union(*(e.names - e.presence for e in parsed))  # `x is None`: no size
     tested = set(usage.none_tested).union(*(e.presence for e in parsed))
@@ -127,18 +82,43 @@ def _kinds(k: Shipped, usage: Usage) -> _Kinds:
     defaults = {p.name: p.default for p in k.constexprs if p.has_default}
     given = set(searched) | set(rules) | set(defaults)
     unset = [p.name for p in k.constexprs if p.name not in given]
+    passed, by = _passed(k, unset, found)
+    sized = set(usage.sizes) | set(tuned.key if tuned else ())  # a row width, say
+    example = next((n for n in passed if n in sized), next(iter(passed), ""))
     return _Kinds(tuple(p.name for p in runtime), tuple(pointers), tuple(sizes), untyped,
                   tuple(keys), usable, tuple(searched), rules,
                   tuple(p.name for p in runtime if p.name in tested), defaults,
-                  tuple(unset))  # fmt: skip
+                  tuple(n for n in unset if n not in passed), passed, by, example)  # fmt: skip
+
+
+def _passed(k: Shipped, unset: list[str], found: list[Launch]) -> tuple[dict[str, str], str]:
+    """The constexprs among ``unset`` that the file's first launch passing any passes from
+    its own values (``X.stride(0)``, ``n_cols``, ``eps``; not a literal, nor the SM count a
+    persistent kernel strides by), with what it passes, and the function that launches."""
+    order = [p.name for p in k.params]
+    for launch in found:
+        given = {**dict(zip(order, launch.args, strict=False)), **dict(launch.keywords)}
+        out = {n: given[n] for n in unset if n in given and not _literal(given[n])
+               and n != TARGET_SMS}  # fmt: skip
+        if out:
+            return out, launch.caller
+    return {}, ""
+
+
+def _literal(text: str) -> bool:
+    try:
+        ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 _INTS = {"i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64"}
 
 
-def _rule(rule: Any) -> str | Untranslatable:
+def _rule(rule: Any, name: str) -> str | Untranslatable:
     try:
-        text = translate(rule)
+        text = translate(rule, name)
         parse(text, predicate=True)
     except Untranslatable as exc:
         return exc
@@ -148,9 +128,9 @@ def _rule(rule: Any) -> str | Untranslatable:
 
 
 def draft_kernel(name: str, attr: str, k: Shipped, source: str, found: list[Launch]) -> KernelDraft:
-    kinds = _kinds(k, usage_of(k))
+    kinds = _kinds(k, usage_of(k), found)
     layers = _layers(k)
-    t = _Table(["[[kernel]]"])
+    t = Table(["[[kernel]]"])
     t.key("name", name)
     t.key("source", source)
     t.lines[-1] += f"  # {layers}"
@@ -180,7 +160,7 @@ def _layers(k: Shipped) -> str:
     return " over ".join(dict.fromkeys(parts))
 
 
-def _grid(t: _Table, k: Shipped, found: list[Launch]) -> None:
+def _grid(t: Table, k: Shipped, found: list[Launch]) -> None:
     """The grid placeholder, after the grids the file's own launches suggest."""
     params = {p.name for p in k.params} | {"NUM_SMS"}
     free: list[str] = []
@@ -203,7 +183,7 @@ def _grid(t: _Table, k: Shipped, found: list[Launch]) -> None:
     t.key("grid", PLACEHOLDER)
 
 
-def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
+def _values(t: Table, k: Shipped, kinds: _Kinds) -> None:
     if kinds.untyped_pointers:
         note = "each pointer whose type follows T in inputs takes each listed type"
         t.key("dtypes", {"T": ["fp16", "bf16"]}, note, review=True)
@@ -218,8 +198,8 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         t.comment("No @triton.autotune key suggests bucket keys; add buckets = { NAME = "
                   "[1, 16, 128, 1024] } to tune per range of an integer argument or call "
                   "value.")  # fmt: skip
-    constexpr_keys = [n for n in (k.autotune.key if k.autotune else ())
-                      if n in {p.name for p in k.constexprs}]  # fmt: skip
+    constexpr_keys = [n for n in (k.autotune.key if k.autotune else ()) if n not in kinds.passed
+                      and n in {p.name for p in k.constexprs}]  # fmt: skip
     for n in constexpr_keys:  # a wrapper passes it per call (a row width, say)
         t.comment(f"@triton.autotune's key {n} is a constexpr: where the wrapper passes it per "
                   "call, take it from a call value under another name (a shape, or a tensor's "
@@ -241,7 +221,7 @@ def _values(t: _Table, k: Shipped, kinds: _Kinds) -> None:
 _STRIDE = re.compile(r"([A-Za-z_]\w*)\.stride\(\s*(\d+)\s*\)")
 
 
-def _strides(t: _Table, k: Shipped, kinds: _Kinds, found: list[Launch]) -> None:
+def _strides(t: Table, k: Shipped, kinds: _Kinds, found: list[Launch]) -> None:
     """Constexpr strides (unsloth's ``X_row_stride``, launched with ``X.stride(0)``): values
     per call, which a constant would get wrong for a view (a wider tensor's slice)."""
     free = [p.name for p in k.constexprs
@@ -262,17 +242,20 @@ def _strides(t: _Table, k: Shipped, kinds: _Kinds, found: list[Launch]) -> None:
         return
     t.comment(f"Constexpr strides: {', '.join(why for why, _ in seen.values())}. Where the "
               "wrapper passes a tensor's t.stride(DIM), take each per call, one variant per "
-              "value the sizes give (a call at another stride, a view's, is refused), and "
-              "remove it from fixed or space:")  # fmt: skip
+              "value the sizes give (a call at another stride, a view's, is refused), in place "
+              "of its placeholder in derived, fixed or space:")  # fmt: skip
     t.lines.append(f"# call = {toml_value({f'{n}_': v for n, (_, v) in seen.items()})}")
     t.lines.append("# sizes = { " + ", ".join(f"{n}_ = [...]" for n in seen) + " }")
     t.lines.append(f"# derived = {toml_value({n: f'{n}_' for n in seen})}")
 
 
-def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
+def _meta(t: Table, k: Shipped, kinds: _Kinds) -> None:
     for name, rule in kinds.rules.items():
         if isinstance(rule, str):
             t.lines.append(f"# {name} = {rule}, from @triton.heuristics (evaluated per call)")
+        elif isinstance(rule, PassThrough):  # the caller's own value: no expression has it
+            t.comment(f"{name}'s @triton.heuristics rule {rule}.")
+            t.key(f"derived.{name}", PLACEHOLDER)
         else:
             t.comment(f"{name} comes from a @triton.heuristics rule that cannot be translated: "
                       f"{rule}. Give the expression that computes it per call.")  # fmt: skip
@@ -281,6 +264,8 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
         if name not in kinds.rules and name not in kinds.searched:
             t.lines.append(f"# {name} = {_constexpr(value)}, its default (set it in fixed to "
                            "launch another value)")  # fmt: skip
+    if kinds.passed:
+        _passed_hint(t, kinds)
     tuned = k.autotune
     if kinds.autotuned and tuned is not None:
         n = len(tuned.configs)
@@ -308,7 +293,38 @@ def _meta(t: _Table, k: Shipped, kinds: _Kinds) -> None:
     _space(t, k, kinds)
 
 
-def _space(t: _Table, k: Shipped, kinds: _Kinds) -> None:
+def _passed_hint(t: Table, kinds: _Kinds) -> None:
+    """Constexprs the wrapper passes per call from its own values: derived, not searched
+    (strides, ``X.stride(0)``, have their own note: the stride(ARG, DIM) call value)."""
+    own = {n: w for n, w in kinds.passed.items() if not _STRIDE.fullmatch(w)}
+    if own:
+        _passed_note(t, kinds, own)
+    for name in kinds.passed:
+        t.key(f"derived.{name}", PLACEHOLDER)
+
+
+def _passed_note(t: Table, kinds: _Kinds, own: Mapping[str, str]) -> None:
+    where = f"{kinds.passed_by}()" if kinds.passed_by else "The module"
+    shown = ", ".join(f"{n} = {w}" for n, w in own.items())
+    one = len(own) == 1
+    t.comment(f"{where} launches the kernel with {'this constexpr' if one else 'these constexprs'} "
+              f"from its own values per call ({shown}): give {'it' if one else 'each'} in "
+              "derived rather than search it, as an expression of call values and sizes, or "
+              "take a value the wrapper reads off a tensor or gets from its caller from a call "
+              "value under another name, one variant per listed value, e.g.")  # fmt: skip
+    ex = kinds.example if kinds.example in own else next(iter(own))
+    t.lines.append(f'# call = {{ {ex}_ = "shape(ARG, DIM)" }} (or "keyword"), sizes = '
+                   f'{{ {ex}_ = [...] }}, derived = {{ {ex} = "{ex}_" }}')  # fmt: skip
+    t.comment("A float (an eps, say) cannot be a call value: give it in fixed instead, one "
+              "[[kernel]] entry per value.")  # fmt: skip
+    typed = [n for n, w in own.items() if ".dtype" in w]
+    if typed:
+        t.comment(f"{', '.join(typed)} follow{'s' if len(typed) == 1 else ''} a tensor's element "
+                  "type: give it in fixed as the name of its dtype variable, "
+                  f'fixed = {{ {typed[0]} = "T" }}.')  # fmt: skip
+
+
+def _space(t: Table, k: Shipped, kinds: _Kinds) -> None:
     """A ``[kernel.space]`` skeleton: the constexprs nothing gives a value, with the values
     autotune's configs list where it has some (and hooks that keep them from being the
     space), and the launch options."""

@@ -223,14 +223,15 @@ class Launch:
     written: str  # the grid as the author wrote it
     grid: tuple[str, ...] | None  # in aotc's expression language, if it translates
     names: frozenset[str] = frozenset()  # the names the translated grid reads
-    # The arguments as written (``X.stride(0)``), positional then by keyword; launches are
-    # told apart by their grids only.
+    # The arguments as written (``X.stride(0)``): positional (up to a *args), then by
+    # keyword; launches are told apart by their grids only.
     args: tuple[str, ...] = field(default=(), compare=False)
     keywords: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 def launches(path: Path, attr: str) -> list[Launch]:
-    """Every launch of the module-level object ``attr`` in the file at ``path``."""
+    """Every launch of the module-level object ``attr`` in the file at ``path``, directly or
+    through a local it was assigned to (``fx = attr if gemma else other; fx[grid](...)``)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError):
@@ -238,21 +239,34 @@ def launches(path: Path, attr: str) -> list[Launch]:
     out: list[Launch] = []
     for scope, body in _scopes(tree):
         own = [s for s in body if not isinstance(s, ast.FunctionDef | ast.ClassDef)]
+        names = _aliases(body, attr)
         for node in (n for stmt in own for n in ast.walk(stmt)):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
                 continue
-            if _bare(node.func.value) != attr:
+            if _bare(node.func.value) not in names:
                 continue
             given = node.func.slice
-            grid = _resolve(given, body)
+            grid = _resolve(given, body, node.lineno)
+            launch = _launch(scope, ast.unparse(grid if grid is not None else given), grid)
             launch = replace(
-                _launch(scope, ast.unparse(grid if grid is not None else given), grid),
-                args=tuple(ast.unparse(a) for a in node.args),
-                keywords=tuple((k.arg, ast.unparse(k.value)) for k in node.keywords if k.arg),
+                launch,
+                args=_positional(node),
+                keywords=tuple(
+                    (k.arg, ast.unparse(k.value)) for k in node.keywords if k.arg is not None
+                ),
             )
             if launch not in out:
                 out.append(launch)
     return out
+
+
+def _positional(call: ast.Call) -> tuple[str, ...]:
+    out: list[str] = []
+    for a in call.args:
+        if isinstance(a, ast.Starred):
+            break
+        out.append(ast.unparse(a))
+    return tuple(out)
 
 
 def _scopes(tree: ast.Module) -> Iterator[tuple[str, list[ast.stmt]]]:
@@ -262,21 +276,54 @@ def _scopes(tree: ast.Module) -> Iterator[tuple[str, list[ast.stmt]]]:
     yield "", tree.body
 
 
-def _resolve(given: ast.expr, body: list[ast.stmt]) -> ast.expr | None:
+def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The scope's statements, those nested in its if/with/for/try blocks included, and
+    its nested functions (not what they hold)."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.stmt):
+            yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def _aliases(body: list[ast.stmt], attr: str) -> set[str]:
+    """``attr`` and the locals of the scope assigned it, or a choice that may be it
+    (``fx = attr if gemma else other``, and locals assigned those)."""
+    pairs = [(t.id, s.value) for s in _statements(body) if isinstance(s, ast.Assign)
+             for t in s.targets if isinstance(t, ast.Name)]  # fmt: skip
+    names, grown = {attr}, True
+    while grown:
+        new = {n for n, value in pairs if n not in names and _may_be(value, names)}
+        names |= new
+        grown = bool(new)
+    return names
+
+
+def _may_be(value: ast.expr, names: set[str]) -> bool:
+    if isinstance(value, ast.IfExp):
+        return _may_be(value.body, names) or _may_be(value.orelse, names)
+    return _bare(value) in names
+
+
+def _resolve(given: ast.expr, body: list[ast.stmt], line: int) -> ast.expr | None:
     """The grid a name stands for: a ``def grid(meta)`` returning it, ``grid = lambda
-    meta: ...`` or ``grid = (...)`` in the same scope; the expression itself if it is no
-    name; None when the name is not found there (a parameter, say)."""
+    meta: ...`` or ``grid = (...)`` in the same scope (in a block of it too; the last one
+    before the launch at ``line``, else the last); the expression itself if it is no name;
+    None when the name is not found there (a parameter, say)."""
     if not isinstance(given, ast.Name):
         return given
-    found: ast.expr | None = None
-    for stmt in body:
+    found: list[tuple[int, ast.expr]] = []  # in the source's order
+    for stmt in _statements(body):
         if isinstance(stmt, ast.Assign) and any(_bare(t) == given.id for t in stmt.targets):
-            found = stmt.value
+            found.append((stmt.lineno, stmt.value))
         elif isinstance(stmt, ast.FunctionDef) and stmt.name == given.id:
             returns = [s for s in stmt.body if isinstance(s, ast.Return)]
             if len(stmt.body) == 1 and returns and returns[0].value is not None:
-                found = ast.Lambda(stmt.args, returns[0].value)
-    return found
+                found.append((stmt.lineno, ast.Lambda(stmt.args, returns[0].value)))
+    before = [value for at, value in found if at <= line]
+    return before[-1] if before else found[-1][1] if found else None
 
 
 def _launch(caller: str, written: str, grid: ast.expr | None) -> Launch:

@@ -162,7 +162,7 @@ def make_plan(recipe: Recipe, max_size: int | None = None) -> Plan:
             if not fit:
                 reasons = sorted({r for _, r in pruned})
                 raise RecipeError(
-                    recipe.path,
+                    recipe.shown,
                     f"{kr.where}.space",
                     f"no candidate fits {target.name}: {'; '.join(reasons[:3])}",
                 )

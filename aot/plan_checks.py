@@ -66,7 +66,7 @@ def check_size(recipe: Recipe, limit: int) -> None:
         return
     where, (n, factors) = max(sizes.items(), key=lambda item: item[1][0])
     raise RecipeError(
-        recipe.path,
+        recipe.shown,
         where,
         f"{n:,} = {factors}: the build matrix would hold {total:,} (bucket, variant) pairs, "
         f"over the cap of {limit:,} that keeps planning from running for hours. Use fewer "
@@ -97,7 +97,7 @@ def check_per_bucket(recipe: Recipe, kr: KernelRecipe, configs: Sequence[Config]
                     e.evaluate(env)
                 except ZeroDivisionError:
                     raise RecipeError(
-                        recipe.path,
+                        recipe.shown,
                         f"{kr.where}.tune.{what}",
                         f"{e.text!r} divides by zero at {_at(point, kr)}; make every divisor "
                         "positive at every bucket (e.g. max(x, 1))",
@@ -116,7 +116,7 @@ def check_first(recipe: Recipe, kr: KernelRecipe, configs: Sequence[Config]) -> 
             if unknown
             else "no candidate config sets these values (is each in the space?)"
         )
-        raise RecipeError(recipe.path, f"{kr.where}.tune.first[{i}]", why)
+        raise RecipeError(recipe.shown, f"{kr.where}.tune.first[{i}]", why)
 
 
 def _env(
@@ -129,7 +129,7 @@ def _env(
     try:
         return env_at(kr, point, c, extra)
     except EnvError as exc:
-        raise RecipeError(recipe.path, f"{kr.where}.{exc.key}", f"cannot be evaluated at "
+        raise RecipeError(recipe.shown, f"{kr.where}.{exc.key}", f"cannot be evaluated at "
                           f"{_at(point, kr)} with {c.label}: {exc.problem}") from None  # fmt: skip
 
 
@@ -171,7 +171,7 @@ def _holds(recipe: Recipe, kr: KernelRecipe, i: int, cons: Expr, env: Mapping[st
         return bool(cons.evaluate(env))
     except _EVAL_ERRORS as exc:
         raise RecipeError(
-            recipe.path, f"{kr.where}.constraints[{i}]", f"cannot evaluate: {exc}"
+            recipe.shown, f"{kr.where}.constraints[{i}]", f"cannot evaluate: {exc}"
         ) from None
 
 
@@ -208,13 +208,13 @@ def _grid(
         return tuple(int(g.evaluate(env)) for g in kr.grid)
     except ZeroDivisionError:
         raise RecipeError(
-            recipe.path,
+            recipe.shown,
             f"{kr.where}.grid",
             f"divides by zero at {_at(point, kr)} with {c.label} on {target.name}; "
             "make every divisor positive at every bucket and config (e.g. max(x, 1))",
         ) from None
     except _EVAL_ERRORS as exc:
-        raise RecipeError(recipe.path, f"{kr.where}.grid", f"cannot evaluate at "
+        raise RecipeError(recipe.shown, f"{kr.where}.grid", f"cannot evaluate at "
                           f"{_at(point, kr)} with {c.label}: {exc}") from None  # fmt: skip
 
 
@@ -250,7 +250,7 @@ def allowed_by_bucket(
         if prune and ok:
             ok = pruned_at(recipe, kr, point, ok)
         if not ok:
-            raise RecipeError(recipe.path, f"{kr.where}.constraints", f"no candidate config "
+            raise RecipeError(recipe.shown, f"{kr.where}.constraints", f"no candidate config "
                               f"is allowed at {_at(point, kr)} on {target.name}")  # fmt: skip
         if len(ok) < len(fit):
             out[bucket] = tuple(ok)

@@ -106,7 +106,10 @@ GALLERY_CASES = [
      ["# EVEN_K = K % (BLOCK_K * SPLIT_K) == 0, from @triton.heuristics",
       "c_ptr zeroed around each timed launch (reset_to_zero)"]),
     ("rmsnorm", "_rms_norm_forward_kernel", "rmsnorm", "rms_norm_forward",
-     ['BLOCK_SIZE = "TODO"  # no default', "n_rows is no argument of the kernel"]),
+     ['derived.BLOCK_SIZE = "TODO"', "n_rows is no argument of the kernel",
+      # the wrapper passes BLOCK_SIZE=BLOCK_SIZE, from calculate_settings(n_cols): derived
+      "rms_norm_forward() launches the kernel with this constexpr from its own values per "
+      "call (BLOCK_SIZE = BLOCK_SIZE): give it in derived rather than search it"]),
 ]  # fmt: skip
 
 
@@ -325,7 +328,11 @@ def test_constexpr_strides_are_drafted_as_stride_call_values(tmp_path: Path) -> 
     assert "# sizes = { Y_row_stride_ = [...], X_row_stride_ = [...], W_stride_ = [...] }" in text
     assert ('# derived = { Y_row_stride = "Y_row_stride_", X_row_stride = "X_row_stride_", '
             'W_stride = "W_stride_" }') in text  # fmt: skip
-    assert doc["kernel"][0]["space"]["X_row_stride"] == "TODO"
+    assert doc["kernel"][0]["derived"]["X_row_stride"] == "TODO"
+    assert (
+        "rms() launches the kernel with this constexpr from its own values per call (BLOCK_SIZE"
+        in flat(text)
+    )
 
 
 def test_an_existing_recipe_is_kept_without_force(gallery: Path, tmp_path: Path) -> None:
@@ -503,3 +510,102 @@ def test_autotune_configs_aotc_cannot_take_become_a_space_to_review(tmp_path: Pa
     assert "has a pre_hook or post_hook (host code aotc cannot run)" in flat(text)
     assert hooked["space"] == {"BLOCK": [64, 128], "num_warps": [4, 8], "num_stages": [3]}
     assert "check: dtypes, buckets, space.BLOCK, space.num_warps, space.num_stages" in r.stdout
+
+
+VARIABLE_LAUNCHES = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def rms_kernel(Y, Y_row_stride: tl.constexpr, X, X_row_stride: tl.constexpr,
+               n_cols: tl.constexpr, eps: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(X + row * X_row_stride + offs, mask=offs < n_cols, other=0.0)
+    y = x * tl.math.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    tl.store(Y + row * Y_row_stride + offs, y, mask=offs < n_cols)
+
+
+@triton.jit
+def gemma_kernel(Y, Y_row_stride: tl.constexpr, X, X_row_stride: tl.constexpr,
+                 n_cols: tl.constexpr, eps: tl.constexpr, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_SIZE)
+    x = tl.load(X + row * X_row_stride + offs, mask=offs < n_cols, other=0.0)
+    tl.store(Y + row * Y_row_stride + offs, x + eps, mask=offs < n_cols)
+
+
+@triton.jit
+def tiled_kernel(a, c, n_cols, BLOCK: tl.constexpr):
+    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(c + offs, tl.load(a + offs, mask=offs < n_cols), mask=offs < n_cols)
+
+
+@triton.jit
+def flat_kernel(a, c, n, OUT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(c + offs, tl.load(a + offs, mask=offs < n).to(OUT), mask=offs < n)
+
+
+def norm(X, eps, gemma=False):
+    n_rows, n_cols = X.shape
+    Y = X.new_empty(X.shape)
+    BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    fx = gemma_kernel if gemma else rms_kernel
+    with open("/dev/null"):
+        fx[(n_rows,)](Y, Y.stride(0), X, X.stride(0), n_cols, eps, BLOCK_SIZE=BLOCK_SIZE,
+                      num_warps=8)
+    return Y
+
+
+def copy(a, c, n_rows, n_cols, n):
+    grid = None
+    if n_cols > 4096:
+        grid = (n_rows, triton.cdiv(n_cols, 1024))
+        with open("/dev/null"):
+            tiled_kernel[grid](a, c, n_cols, BLOCK=1024)
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)
+    flat_kernel[grid](a, c, n, OUT=c.dtype, BLOCK=256)
+"""
+
+
+def test_a_launch_through_a_variable_gets_its_grid_and_per_call_constexprs(
+    tmp_path: Path,
+) -> None:
+    """The grid comes out as for a direct ``kernel[(n_rows,)]`` launch where the wrapper
+    launches through a local (unsloth's ``fx = A if gemma else B; fx[(n_rows,)](...)``) or
+    names a grid assigned in a block (Liger's tiled swiglu); and the constexprs the wrapper
+    passes from its own values (strides, the row width, eps) are drafted as derived, with
+    the call + derived pattern, instead of a space to search."""
+    (tmp_path / "norms.py").write_text(VARIABLE_LAUNCHES)
+    r = invoke(["init", str(tmp_path / "norms.py")], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    doc, text = draft_of(tmp_path / "norms.toml")
+    rms, gemma, tiled, flat_ = doc["kernel"]
+    for k in (rms, gemma):
+        name = k["name"]
+        part = text.split(f'name = "{name}"')[1].split("[[kernel]]")[0]
+        assert '# grid = "n_rows"  (from norm())' in part, name
+        assert (
+            "norm() launches the kernel with these constexprs from its own values per call "
+            "(n_cols = n_cols, eps = eps, BLOCK_SIZE = BLOCK_SIZE): give each in derived "
+            "rather than search it"
+        ) in flat(part)
+        # the strides get their own note: a stride(ARG, DIM) call value each
+        assert '# call = { Y_row_stride_ = "stride(Y, 0)", X_row_stride_ = "stride(X, 0)"' in part
+        hint = '# call = { n_cols_ = "shape(ARG, DIM)" } (or "keyword"), sizes = { n_cols_ = '
+        assert hint + '[...] }, derived = { n_cols = "n_cols_" }' in part
+        assert "A float (an eps, say) cannot be a call value: give it in fixed" in flat(part)
+        assert k["derived"] == dict.fromkeys(
+            ["Y_row_stride", "X_row_stride", "n_cols", "eps", "BLOCK_SIZE"], "TODO"
+        )
+        assert set(k["space"]) == {"num_warps", "num_stages"}
+    assert '# grid = ["n_rows", "cdiv(n_cols, 1024)"]  (from copy())' in text
+    assert '# grid = "cdiv(n, BLOCK)"  (from copy())' in text
+    # A literal constexpr (BLOCK=1024) is no per-call value: it stays to be given.
+    assert tiled["space"]["BLOCK"] == "TODO" and "derived" not in tiled
+    assert flat_["space"]["BLOCK"] == "TODO" and flat_["derived"] == {"OUT": "TODO"}
+    assert "OUT follows a tensor's element type: give it in fixed as the name of its dtype " in (
+        flat(text)
+    )

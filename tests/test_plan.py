@@ -162,3 +162,30 @@ def test_a_worker_process_does_not_repeat_what_a_kernel_file_printed(
     with pytest.raises(ValueError):
         load_module(tmp_path / "broken.py")
     assert "importing broken.py printed:\n  | about to fail" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("constraint", "says"),
+    [
+        ("maxnreg <= 10", "scale.constraints[0]: cannot evaluate: 'maxnreg <= 10': no value "),
+        ("n < 2048", "scale.constraints: no candidate config is allowed at n=65536"),
+        ("BLOCK < 16", "scale.space: no candidate fits sm_80: constraint 'BLOCK < 16' fails"),
+    ],
+)
+def test_a_plan_time_error_names_the_recipe_as_given(
+    recipe_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    constraint: str,
+    says: str,
+) -> None:
+    """Errors found while planning (a constraint evaluated per bucket) name the recipe by
+    the path the user gave, as the recipe's own checks do, not by its absolute path."""
+    path = recipe_dir / "small.toml"
+    path.write_text(path.read_text().replace("[kernel.space]", f"constraints = [{constraint!r}]"
+                                             "\n\n[kernel.space]"))  # fmt: skip
+    monkeypatch.chdir(recipe_dir)
+    assert main(["plan", "small.toml"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"aotc: error: small.toml: [[kernel]] {says}"), err
+    assert str(recipe_dir) not in err

@@ -120,9 +120,41 @@ CASES = [
         "num_warps in fixed",
         "[kernel.space]",
         "fixed = { num_warps = 4 }\n[kernel.space]",
-        ["fixed.num_warps: put num_warps in space"],
+        [
+            "fixed.num_warps: num_warps is a launch option, not a constexpr: put it in space "
+            "(space.num_warps = [4]; a one-element list is fine), or, to choose it per call from "
+            "other values, list every value the rule gives in space.num_warps and state the rule "
+            'as a constraint, e.g. constraints = ["num_warps == min(16, max(4, BLOCK_SIZE // '
+            '512))"]'
+        ],
+    ),
+    (
+        "num_warps derived",
+        "[kernel.space]",
+        'derived = { num_stages = "2 if n > 4096 else 3" }\n[kernel.space]',
+        [
+            "[[kernel]] scale.derived.num_stages: num_stages is a launch option, not a constexpr "
+            "parameter, so it is not derived: list every value the rule gives in "
+            "space.num_stages and state the rule as a constraint, constraints = "
+            '["num_stages == (2 if n > 4096 else 3)"] (constraints read meta-parameters, derived '
+            "values, sizes, num_warps and num_stages"
+        ],
     ),
     ("space dup", "BLOCK = [256, 1024]", "BLOCK = [256, 256]", ["lists a value twice"]),
+    (
+        "float call value",  # a float constexpr the caller passes (unsloth's eps)
+        "[kernel.space]\nBLOCK = [256, 1024]",
+        'call = { blk_ = "keyword" }\nsizes = { blk_ = [1e-5, 1e-6] }\n'
+        'derived = { BLOCK = "blk_" }\n[kernel.space]',
+        [
+            "[[kernel]] scale.sizes.blk_: 1e-05 is a float, and sizes and call values are "
+            "integers: a float constexpr passed per call (BLOCK) cannot take its value from a "
+            "call value. Give it in fixed instead, one [[kernel]] entry (each with its own name) "
+            "per value the callers use: fixed = { BLOCK = 1e-05 } in one, fixed = { BLOCK = "
+            "1e-06 } in another; or, if callers pass any value, make it a runtime float "
+            "parameter of the kernel (BLOCK: float, not tl.constexpr)"
+        ],
+    ),
     (
         "space is runtime arg",
         "BLOCK = [256, 1024]",

@@ -136,7 +136,7 @@ def build_model(recipe: Recipe, opts: ModelOptions) -> ModelBuild:
 
     mr = recipe.model
     if mr is None:
-        raise BuildError(f"{recipe.path}: the recipe has no [model]")
+        raise BuildError(f"{recipe.shown}: the recipe has no [model]")
     where = places(recipe, opts)
     check_options(mr, torch)
     bar = Progress(len(jobs(mr)) * len(where), f"model {mr.name}", enabled=opts.progress)

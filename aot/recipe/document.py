@@ -12,7 +12,7 @@ import hashlib
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,16 @@ class Recipe:
     ops: tuple[OpRecipe, ...] = ()  # [[op]]: interchangeable kernels behind one name
     model: ModelRecipe | None = None  # [model]: a PyTorch module compiled per bucket
     max_plan_size: int = MAX_PLAN_SIZE  # [bundle].max_plan_size; see aot/plan.py
+    given: Path | None = field(default=None, compare=False)  # the path as the user gave it
 
     @property
     def root(self) -> Path:
         return self.path.parent
+
+    @property
+    def shown(self) -> Path:
+        """The path messages name: as the user gave it (``path`` is resolved)."""
+        return self.given if self.given is not None else self.path
 
     @property
     def bundle_filename(self) -> str:
@@ -133,6 +139,7 @@ def parse_recipe(doc: Mapping[str, Any], path: Path, sha: str = "") -> Recipe:
         ops=ops,
         model=model,
         max_plan_size=bundle.max_plan_size,
+        given=path,
     )
 
 

@@ -13,9 +13,16 @@ from typing import Any
 from loader.expr import Expr
 
 from ..config import Config, Constexpr
-from ..heuristics import Untranslatable, translate
+from ..heuristics import PassThrough, Untranslatable, pass_through, translate
 from ..shipped import Shipped
-from .kernel_space import LAUNCH_OPTIONS, autotune_configs, defaults, parse_fixed, parse_space
+from .kernel_space import (
+    LAUNCH_OPTIONS,
+    autotune_configs,
+    defaults,
+    launch_rule,
+    parse_fixed,
+    parse_space,
+)
 from .validate import Validator, show
 
 
@@ -98,6 +105,10 @@ def _derived(
     out: dict[str, Expr] = {}
     for name, raw in v.table(k, "derived", w).items():
         key = f"{w}.derived.{name}"
+        if name in LAUNCH_OPTIONS and name not in constexprs:
+            rule = raw if isinstance(raw, str) and len(raw) <= 200 else ""
+            v.fail(key, f"{name} is a launch option, not a constexpr parameter, so it is not "
+                   f"derived: {launch_rule(name, rule)}")  # fmt: skip
         if name not in constexprs:
             v.fail(key, f"the kernel has no constexpr parameter {name}")
         if name in meta.fixed or name in meta.searched:
@@ -115,11 +126,18 @@ def _heuristics(
     parameter a value itself (which then replaces the rule)."""
     translated: dict[str, str] = {}
     for name, rule in kernel.heuristics.items():
+        through = pass_through(rule, name) if name in meta.space else None
+        if through is not None:  # searching it would pick for the caller, by speed
+            v.fail(f"{w}.space.{name}", f"the @triton.heuristics rule for {name} of "
+                   f"{kernel.name} {through.lead}, not a value the build may choose: searching it "
+                   f"would pick one for every caller. {through.fix}")  # fmt: skip
         if name in derived or name in meta.fixed or name in meta.searched:
             continue
         key = f"{w}.derived.{name}"
         try:
-            text = translate(rule)
+            text = translate(rule, name)
+        except PassThrough as exc:
+            v.fail(key, f"the @triton.heuristics rule for {name} of {kernel.name} {exc}")
         except Untranslatable as exc:
             v.fail(key, f"the @triton.heuristics rule for {name} of {kernel.name} cannot be "
                    f"translated: {exc}. Give {name} per call in the recipe: derived.{name} = "

@@ -9,6 +9,8 @@ A constexpr value is anything Triton accepts: an integer, a float, a boolean, a 
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -84,10 +86,40 @@ def parse_fixed(
     for mname, value in v.table(k, "fixed", w).items():
         key = f"{w}.fixed.{mname}"
         if mname in LAUNCH_OPTIONS:
-            v.fail(key, f"put {mname} in space (a one-element list is fine)")
+            listed = f"space.{mname} = [{value}]" if type(value) is int else f"space.{mname}"
+            v.fail(key, f"{mname} is a launch option, not a constexpr: put it in space ({listed}; "
+                   f"a one-element list is fine), or, to choose it per call from other values, "
+                   f"{launch_rule(mname)}")  # fmt: skip
         fixed[mname] = constexpr(v, value, key)
         _constexpr_name(v, key, mname, kernel, "not a constexpr")
     return fixed
+
+
+# A rule for each launch option, as the constraint that states it (calculate_settings' warps).
+_RULES = {
+    "num_warps": "min(16, max(4, BLOCK_SIZE // 512))",
+    "num_stages": "2 if BLOCK_SIZE >= 8192 else 3",
+    "maxnreg": "128 if BLOCK_SIZE >= 8192 else 255",
+}
+
+
+def launch_rule(option: str, rule: str = "") -> str:
+    """How a recipe states a host rule choosing the launch option ``option`` (``rule``, the
+    expression the recipe gave, or an example): as a constraint over the listed choices."""
+    given = rule or _RULES.get(option, _RULES["num_warps"])
+    try:
+        top = ast.parse(given, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        top = None
+    if not isinstance(top, ast.Call | ast.Name | ast.Constant):
+        given = f"({given})"
+    said = "" if rule else "e.g. "
+    return (
+        f"list every value the rule gives in space.{option} and state the rule as a "
+        f"constraint, {said}constraints = [{json.dumps(f'{option} == {given}')}] (constraints "
+        "read meta-parameters, derived values, sizes, num_warps and num_stages; one that reads "
+        "a call's values is checked per call)"
+    )
 
 
 def _constexpr_name(v: Validator, key: str, mname: str, kernel: Shipped, why: str) -> None:

@@ -141,6 +141,8 @@ def parse_values(
         _known(v, key, name, known, kernel)
         if name in buckets:
             v.fail(key, f"{name} is a bucket key; its size comes from the bucket")
+        if name in call:
+            _no_float(v, key, name, raw, k.get("derived"))
         if isinstance(raw, list):
             listed[name] = v.bounds(raw, key)
         elif isinstance(raw, str):
@@ -148,6 +150,28 @@ def parse_values(
         else:
             sizes[name] = v.int_value(raw, key, minimum=1)
     return Values(buckets, listed, sizes, exprs, call, constants)
+
+
+def _no_float(v: Validator, key: str, name: str, raw: Any, derived: Any) -> None:
+    """Call values are integers. A float listed for one is most likely a float constexpr
+    the caller passes per call (unsloth's ``eps: tl.constexpr``): say what a bundle can do
+    for it instead. Taking floats as call values would change the manifest's buckets and
+    the loader's reading of call values, which are integers throughout."""
+    values = raw if isinstance(raw, list) else [raw]
+    floats = [x for x in values if isinstance(x, float)]
+    if not floats:
+        return
+    taken = [d for d, e in (derived.items() if isinstance(derived, dict) else ())
+             if isinstance(e, str) and e.strip() == name]  # fmt: skip
+    target = taken[0] if taken else "the constexpr"
+    shown = target if taken else "EPS"
+    v.fail(key, f"{show(floats[0])} is a float, and sizes and call values are integers: a "
+           f"float constexpr passed per call ({target}) cannot take its value from a call value. "
+           f"Give it in fixed instead, one [[kernel]] entry (each with its own name) per value "
+           f"the callers use: fixed = {{ {shown} = {floats[0]!r} }} in one"
+           + (f", fixed = {{ {shown} = {floats[1]!r} }} in another" if len(floats) > 1 else "")
+           + f"; or, if callers pass any value, make it a runtime float parameter of the kernel "
+           f"({shown}: float, not tl.constexpr), which every variant reads per call")  # fmt: skip
 
 
 def _known(v: Validator, key: str, name: str, known: set[str], kernel: Shipped) -> None:
