@@ -24,7 +24,7 @@ HOPPER = Path(__file__).resolve().parents[1] / "recipes" / "hopper"
 SMEM = 227 * 1024
 
 
-def _module(name: str) -> Any:
+def hopper_module(name: str) -> Any:
     """recipes/hopper/NAME.py, imported as aotc imports a recipe's files."""
     sys.path.insert(0, str(HOPPER.parents[1]))
     from aot.source import load_module
@@ -48,7 +48,7 @@ def configs(axes: dict[str, list[int]]) -> list[dict[str, int]]:
     return out
 
 
-def _descriptors(a: Any, b: Any, c: Any, cfg: dict[str, int]) -> list[Any]:
+def descriptors(a: Any, b: Any, c: Any, cfg: dict[str, int]) -> list[Any]:
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
@@ -67,8 +67,8 @@ def _warm(item: tuple[str, dict[str, int]]) -> str:
     ws = torch.empty(16, device="cuda", dtype=torch.float32)
     locks = torch.zeros(16, device="cuda", dtype=torch.int32)
     try:
-        _module("splitk_matmul").matmul_tma_splitk.warmup(
-            *_descriptors(a, b, c, cfg), ws, locks, m, n, k, GROUP_M=8, grid=(1,), **cfg
+        hopper_module("splitk_matmul").matmul_tma_splitk.warmup(
+            *descriptors(a, b, c, cfg), ws, locks, m, n, k, GROUP_M=8, grid=(1,), **cfg
         )
     except Exception as exc:
         return f"{cfg}: {type(exc).__name__}"
@@ -95,8 +95,8 @@ def measure(name: str, m: int, axes: dict[str, list[int]]) -> dict[str, Any]:
     import torch
     import triton
 
-    kernel = _module("splitk_matmul").matmul_tma_splitk
-    workspace = _module("calls").splitk_workspace
+    kernel = hopper_module("splitk_matmul").matmul_tma_splitk
+    workspace = hopper_module("calls").splitk_workspace
     dt = {"fp16": torch.float16, "bf16": torch.bfloat16}[name]
     n = k = 4096
     a = torch.randn(m, k, device="cuda", dtype=dt)
@@ -110,7 +110,7 @@ def measure(name: str, m: int, axes: dict[str, list[int]]) -> dict[str, Any]:
             continue
         ws, locks = workspace(m, n, cfg)
         grid = (triton.cdiv(m, cfg["BLOCK_M"]) * triton.cdiv(n, cfg["BLOCK_N"]) * cfg["SPLIT_K"],)
-        run = functools.partial(kernel[grid], *_descriptors(a, b, c, cfg), ws, locks, m, n, k,
+        run = functools.partial(kernel[grid], *descriptors(a, b, c, cfg), ws, locks, m, n, k,
                                 GROUP_M=8, **cfg)  # fmt: skip
         try:
             run()
