@@ -16,7 +16,7 @@ from .targets import label
 def describe_plan(plan: Plan) -> str:
     r = plan.recipe
     out = [
-        f"recipe {r.name} {r.version} ({r.path})",
+        f"recipe {r.name} {r.version} ({r.shown})",
         "targets: " + ", ".join(label(t.name, t.arch, t.sms) for t in r.targets),
         "",
     ]

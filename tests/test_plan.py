@@ -167,7 +167,12 @@ def test_a_worker_process_does_not_repeat_what_a_kernel_file_printed(
 @pytest.mark.parametrize(
     ("constraint", "says"),
     [
-        ("maxnreg <= 10", "scale.constraints[0]: cannot evaluate: 'maxnreg <= 10': no value "),
+        (
+            "maxnreg <= 10",
+            "scale.constraints[0]: cannot evaluate: 'maxnreg <= 10': no value for "
+            "maxnreg; maxnreg has a value only where [kernel.space] lists it: give it "
+            "there, or leave it out of the constraint",
+        ),
         ("n < 2048", "scale.constraints: no candidate config is allowed at n=65536"),
         ("BLOCK < 16", "scale.space: no candidate fits sm_80: constraint 'BLOCK < 16' fails"),
     ],
@@ -189,3 +194,13 @@ def test_a_plan_time_error_names_the_recipe_as_given(
     err = capsys.readouterr().err
     assert err.startswith(f"aotc: error: small.toml: [[kernel]] {says}"), err
     assert str(recipe_dir) not in err
+
+
+def test_the_plan_summary_names_the_recipe_as_given(
+    recipe_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(recipe_dir)
+    assert main(["plan", "small.toml"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(" (small.toml)"), out
+    assert str(recipe_dir) not in out
