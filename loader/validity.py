@@ -18,7 +18,7 @@ candidate costs a function call.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .args import shape_of
@@ -215,13 +215,11 @@ def explain(
     parts: list[str] = []
     fixes: list[str] = []
     missed: set[str] = set()  # the names the derived values no variant has read
-    for d in spec.derived:
-        held = sorted({repr(v.meta.get(d.name)) for v in variants})
-        consts = dict(variants[0].meta) if variants else {}
-        try:
-            got = compile_function([parse(d.expr, predicate=True)], names, consts)(*values)[0]
-        except (ArithmeticError, TypeError, ValueError) as exc:
-            parts.append(f"{d.name} = {d.expr} cannot be computed at this call ({exc})")
+    at_call = _derived_at(spec, names, values, variants[0].meta if variants else {})
+    for d, got in zip(spec.derived, at_call, strict=True):
+        held = _held(v.meta.get(d.name) for v in variants)
+        if isinstance(got, Exception):
+            parts.append(f"{d.name} = {d.expr} cannot be computed at this call ({got})")
             continue
         if repr(got) not in held:
             parts.append(f"{d.name} = {d.expr} is {got!r} at this call, and the bundle's "
@@ -237,7 +235,7 @@ def explain(
         fixes.append(_check_fix(spec, broken))
     first = len(names) - len(spec.host)
     for j, h in enumerate(spec.host):
-        held = sorted({repr(v.meta.get(h)) for v in variants})
+        held = _held(v.meta.get(h) for v in variants)
         if repr(values[first + j]) not in held:
             parts.append(f"{h}={values[first + j]!r} was asked for, and the variants have {h} "
                          f"in {{{', '.join(held)}}}")  # fmt: skip
@@ -280,7 +278,7 @@ def _their(check: str, variants: Sequence[VariantSpec]) -> str:
     read = sorted(parse(check, predicate=True).names & set(held_by[0])) if variants else []
     if not read:
         return ""
-    held = sorted({tuple(v[n] for n in read) for v in held_by}, key=repr)
+    held = sorted({tuple(v[n] for n in read) for v in held_by}, key=_in_order)
     shown = ", ".join("(" + ", ".join(map(str, t)) + ")" for t in held[:4])
     more = f" and {len(held) - 4} more" if len(held) > 4 else ""
     return f" (their {', '.join(read)}: {shown}{more})"
@@ -312,17 +310,45 @@ def _read_off(spec: KernelSpec, read: set[str]) -> str:
     return f" ({'; '.join(taken)})" if taken else ""
 
 
+def _held(values: Iterable[object]) -> list[str]:
+    """The distinct values, shown in order (numbers by value: 4096 before 16384)."""
+    return [repr(x) for x in sorted(set(values), key=lambda x: _in_order((x,)))]
+
+
+def _in_order(t: tuple[object, ...]) -> tuple[tuple[int, Any], ...]:
+    """A sort key for tuples of values: numbers by value, anything else by its text."""
+    return tuple((0, x) if isinstance(x, int | float) else (1, repr(x)) for x in t)
+
+
+def _derived_at(
+    spec: KernelSpec, names: list[str], values: Values, meta: Mapping[str, object]
+) -> list[object]:
+    """Each derived value at this call, in order, or the exception computing it raised. A
+    derived value that reads an earlier one reads it as computed here, not as ``meta``
+    (one variant's) has it: the message must show this call's values."""
+    out: list[object] = []
+    consts = dict(meta)
+    for d in spec.derived:
+        try:
+            got = compile_function([parse(d.expr, predicate=True)], names, consts)(*values)[0]
+        except (ArithmeticError, TypeError, ValueError) as exc:
+            out.append(exc)
+            continue
+        consts[d.name] = got
+        out.append(got)
+    return out
+
+
 def _combos(spec: KernelSpec, variants: Sequence[VariantSpec], names: list[str],
             values: Values) -> str:  # fmt: skip
     """The derived values at this call beside those the variants were built with."""
     if not spec.derived or not variants:
         return ""
-    try:
-        got = compile_function([parse(d.expr, predicate=True) for d in spec.derived], names,
-                               dict(variants[0].meta))(*values)  # fmt: skip
-    except (ArithmeticError, TypeError, ValueError):
+    got = _derived_at(spec, names, values, variants[0].meta)
+    if any(isinstance(x, Exception) for x in got):
         return ""
-    held = sorted({tuple(v.meta.get(d.name) for d in spec.derived) for v in variants}, key=repr)
+    held = sorted({tuple(v.meta.get(d.name) for d in spec.derived) for v in variants},
+                  key=_in_order)  # fmt: skip
     shown = ", ".join("(" + ", ".join(map(repr, t)) + ")" for t in held[:4])
     more = f" and {len(held) - 4} more" if len(held) > 4 else ""
     now = ", ".join(f"{d.name}={x!r}" for d, x in zip(spec.derived, got, strict=True))

@@ -130,3 +130,42 @@ def test_a_derived_value_passed_by_keyword_is_refused_saying_it_is_derived(
     with pytest.raises(ArgumentError, match=r"'BLOCK_SIZE' \(BLOCK_SIZE is derived: "
                        r"BLOCK_SIZE = next_power_of_2\(n_cols\), computed per call\)"):  # fmt: skip
         kernel(Tensor(0x100000, (4, 4096)), 4096, BLOCK_SIZE=4096)
+
+
+CHAINED = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def half_kernel(X, n_cols, BLOCK_SIZE: tl.constexpr, HALF: tl.constexpr):
+    offs = tl.arange(0, HALF)
+    x = tl.load(X + tl.program_id(0) * n_cols + offs, mask=offs < n_cols)
+    tl.store(X + tl.program_id(0) * n_cols + offs, x * 2, mask=offs < n_cols)
+"""
+
+
+def test_a_refusal_shows_a_chained_derived_value_as_this_call_computes_it(
+    fake: FakeLib, tmp_path: Path
+) -> None:
+    """HALF reads BLOCK_SIZE: the message computes it from this call's BLOCK_SIZE (512),
+    not from the one a variant was built with (which gave 2048, a value the bundle holds,
+    so HALF went unmentioned)."""
+    (tmp_path / "rows.py").write_text(CHAINED)
+    recipe = (
+        RECIPE.replace("row_kernel", "half_kernel")
+        .replace("sizes = { n_cols = [4096, 8192] }", "sizes = { n_cols = [4096] }")
+        .replace(
+            '"next_power_of_2(n_cols)" }', '"next_power_of_2(n_cols)", HALF = "BLOCK_SIZE // 2" }'
+        )
+        .replace("num_warps = [8, 16], num_stages = [1, 2]", "num_warps = [8], num_stages = [1]")
+    )
+    recipe = recipe[: recipe.index("constraints")]
+    (tmp_path / "rows.toml").write_text(recipe)
+    build(tmp_path / "rows.toml", tmp_path / "rows.aotc", env_for(tmp_path / "cache"), tmp_path)
+    kernel = loader.open(tmp_path / "rows.aotc")["rows"]
+    assert kernel.variant_for(Tensor(0x100000, (4, 4096)), 4096).meta["HALF"] == 2048
+    with pytest.raises(ArgumentError) as e:
+        kernel(Tensor(0x100000, (4, 1000)), 1000)
+    assert "BLOCK_SIZE = next_power_of_2(n_cols) is 1024 at this call" in str(e.value)
+    assert "HALF = BLOCK_SIZE // 2 is 512 at this call" in str(e.value)
