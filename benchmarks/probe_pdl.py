@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,17 +31,21 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
-import triton.testing  # noqa: E402
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait  # noqa: E402
 
-from benchmarks.jit_common import load  # noqa: E402
+from benchmarks.probe_split_kv import (  # noqa: E402
+    BLOCK,
+    HKV,
+    HQ,
+    D,
+    copy_gbs,
+    decode_problem,
+    graph_us,
+    pa,
+)
 
-DECODE = ROOT / "recipes" / "decode"
-ref = load(DECODE, "reference")
-pa = load(DECODE, "paged_attention")
 _split = pa.paged_decode_split
 _reduce = pa.paged_decode_reduce
-HQ, HKV, D, BLOCK = 32, 8, 128, 16
 SHAPES = [(1, 32768), (1, 8192), (2, 32768), (16, 4096), (8, 32768), (16, 32768)]
 MODES = ("pair", "pdl", "pdl+trigger", "split alone")
 
@@ -71,23 +74,6 @@ def reduce_wait(part_out_ptr, part_max_ptr, part_sum_ptr, out_ptr, num_seqs, str
     gdc_wait()
     _reduce(part_out_ptr, part_max_ptr, part_sum_ptr, out_ptr, num_seqs, stride_o_seq,
             stride_o_head, HEAD_DIM, NUM_SPLITS)  # fmt: skip
-
-
-def graph_us(fn: Any) -> float:
-    fn()
-    torch.cuda.synchronize()
-    return 1e3 * float(triton.testing.do_bench_cudagraph(fn, rep=50, return_mode="median"))
-
-
-def copy_gbs() -> float:
-    """GB/s of a 2 GiB device-to-device copy (read plus written), with do_bench, as
-    benchmarks/probe_split_kv.py measures it."""
-    src = torch.empty(1 << 30, dtype=torch.float16, device="cuda")
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    torch.cuda.synchronize()
-    ms = float(triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median"))
-    return 2 * src.numel() * 2 / (ms * 1e-3) / 1e9
 
 
 def configs() -> list[dict[str, int]]:
@@ -120,21 +106,9 @@ def launcher(mode: str, q, kc, vc, table, lens, out, scale, cfg, scratch):
 
 
 def probe(seqs: int, ctx: int, copy: float, modes: list[str]) -> dict[str, Any]:
-    g = torch.Generator(device="cuda").manual_seed(seqs * 7 + ctx)
-    q = torch.randn(seqs, HQ, D, generator=g, device="cuda").half()
-    k, v = (torch.randn(seqs, HKV, ctx, D, generator=g, device="cuda").half() for _ in range(2))
-    kc, vc, table = ref.paged_from_contiguous(k, v, BLOCK)
-    lens = torch.full((seqs,), ctx, dtype=torch.int32, device="cuda")
-    scale = 1.0 / math.sqrt(D)
-    qg = q.reshape(seqs, HKV, HQ // HKV, D)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-        expected = torch.nn.functional.scaled_dot_product_attention(qg, k, v, scale=scale)
-        flash = graph_us(lambda: torch.nn.functional.scaled_dot_product_attention(
-            qg, k, v, scale=scale))  # fmt: skip
-    expected = expected.reshape(q.shape).float()
-    kv_bytes = 2 * seqs * ctx * HKV * D * 2
+    p = decode_problem(seqs, ctx)
+    q, kc, vc, table, lens, scale = p.q, p.k_cache, p.v_cache, p.table, p.lens, p.scale
+    expected, flash, kv_bytes = p.expected, p.flash_us, p.kv_bytes
     rows = []
     for cfg, mode in itertools.product(configs(), modes):
         scratch = pa.split_scratch(seqs, HQ, cfg["num_splits"], D, q)

@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,13 +62,29 @@ def configs(splits: tuple[int, ...] = (32, 64)) -> list[dict[str, int]]:
                                                     (4, 8), (2, 3, 4))]  # fmt: skip
 
 
-def probe(seqs: int, ctx: int, copy: float, splits: tuple[int, ...]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Problem:
+    """One decode shape's data: the queries, the paged K/V cache, flash's answer and time."""
+
+    q: Any
+    k_cache: Any
+    v_cache: Any
+    table: Any
+    lens: Any
+    scale: float
+    expected: Any  # flash's output, fp32, shaped as q
+    flash_us: float  # SDPA's flash backend on the same K/V laid out contiguously
+    kv_bytes: int
+
+
+def decode_problem(seqs: int, ctx: int) -> Problem:
+    """Random data for ``seqs`` sequences of ``ctx`` tokens (seeded by the shape), block
+    tables shuffled, and flash's output and CUDA-graph time on it."""
     g = torch.Generator(device="cuda").manual_seed(seqs * 7 + ctx)
     q = torch.randn(seqs, HQ, D, generator=g, device="cuda").half()
     k, v = (torch.randn(seqs, HKV, ctx, D, generator=g, device="cuda").half() for _ in range(2))
     kc, vc, table = ref.paged_from_contiguous(k, v, BLOCK)
     lens = torch.full((seqs,), ctx, dtype=torch.int32, device="cuda")
-    out = torch.empty_like(q)
     scale = 1.0 / math.sqrt(D)
     qg = q.reshape(seqs, HKV, HQ // HKV, D)
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -76,8 +93,15 @@ def probe(seqs: int, ctx: int, copy: float, splits: tuple[int, ...]) -> dict[str
         expected = torch.nn.functional.scaled_dot_product_attention(qg, k, v, scale=scale)
         flash = graph_us(lambda: torch.nn.functional.scaled_dot_product_attention(
             qg, k, v, scale=scale))  # fmt: skip
-    expected = expected.reshape(out.shape).float()
-    kv_bytes = 2 * seqs * ctx * HKV * D * 2
+    return Problem(q, kc, vc, table, lens, scale, expected.reshape(q.shape).float(), flash,
+                   2 * seqs * ctx * HKV * D * 2)  # fmt: skip
+
+
+def probe(seqs: int, ctx: int, copy: float, splits: tuple[int, ...]) -> dict[str, Any]:
+    p = decode_problem(seqs, ctx)
+    q, kc, vc, table, lens, scale = p.q, p.k_cache, p.v_cache, p.table, p.lens, p.scale
+    expected, flash, kv_bytes = p.expected, p.flash_us, p.kv_bytes
+    out = torch.empty_like(q)
     rows = []
     for cfg in configs(splits):
         scratch = pa.split_scratch(seqs, HQ, cfg["num_splits"], D, q)
