@@ -609,3 +609,39 @@ def test_a_launch_through_a_variable_gets_its_grid_and_per_call_constexprs(
     assert "OUT follows a tensor's element type: give it in fixed as the name of its dtype " in (
         flat(text)
     )
+
+
+def test_an_import_failure_in_the_packages_init_names_it(tmp_path: Path) -> None:
+    """A kernel library's file is imported as its package's module, so Python runs the
+    package's __init__.py first (unsloth's imports its whole training stack): a failure
+    there names the files it passed through and says why the __init__.py ran, for init
+    and plan alike, rather than blaming the kernel file."""
+    ops = tmp_path / "lib" / "ops"
+    ops.mkdir(parents=True)
+    (tmp_path / "lib" / "__init__.py").write_text("from . import heavy\n")
+    (tmp_path / "lib" / "heavy.py").write_text("x = 1\nimport not_installed_here\n")
+    (ops / "__init__.py").write_text("")
+    (ops / "norm.py").write_text("import triton\n")
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[bundle]\nname = "r"\nversion = "1"\ntargets = ["sm_90"]\n[[kernel]]\n'
+                      'name = "k"\nsource = "lib/ops/norm.py:k"\ngrid = "1"\n')  # fmt: skip
+    drafted = invoke(["init", str(ops / "norm.py")], tmp_path / "c")
+    planned = invoke(["plan", str(recipe)], tmp_path / "c")
+    init = tmp_path / "lib" / "__init__.py"
+    for r in (drafted, planned):
+        assert r.exit_code == 2 and "Traceback" not in r.output
+        assert (
+            "importing norm.py failed: ModuleNotFoundError: No module named "
+            f"'not_installed_here' (raised at {tmp_path / 'lib' / 'heavy.py'}:2 < {init}:1; "
+            f"Python runs {init} first, the package's __init__.py, to import norm.py as a "
+            "module of the package: what it imports must be importable where aotc runs"
+        ) in " ".join(r.stderr.split())
+
+
+def test_an_import_failure_in_a_helper_names_where(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("\n\nraise ValueError('bad table')\n")
+    bad = tmp_path / "bad.py"
+    bad.write_text("import helper\n")
+    r = invoke(["init", str(bad)], tmp_path / "c")
+    said = f"ValueError: bad table (raised at {tmp_path / 'helper.py'}:3 < {bad}:1)"
+    assert said in r.stderr and "__init__" not in r.stderr
