@@ -257,7 +257,10 @@ def test_kernels_only_of_this_file_and_no_device_functions(tmp_path: Path) -> No
     assert (out.parent / "../k/scale.py").resolve() == (folder / "scale.py").resolve()
     assert doc["bundle"]["targets"] == ["H100", "sm_80"]
     assert '# grid = "cdiv(n, 1024)"  (from scale())' in text
-    assert "pointers: X, Y; sizes: n" in text and kernel["space"]["BLOCK"] == "TODO"
+    assert "pointers: X, Y; sizes: n" in text and "BLOCK" not in kernel["space"]
+    # scale() launches it with BLOCK=1024: drafted as that constant, to review
+    assert kernel["fixed"]["BLOCK"] == 1024
+    assert "fixed.BLOCK = 1024  # TODO: the file's launch passes BLOCK = 1024 (or" in text
 
 
 ROW_KERNEL = """
@@ -603,9 +606,10 @@ def test_a_launch_through_a_variable_gets_its_grid_and_per_call_constexprs(
         assert set(k["space"]) == {"num_warps", "num_stages"}
     assert '# grid = ["n_rows", "cdiv(n_cols, 1024)"]  (from copy())' in text
     assert '# grid = "cdiv(n, BLOCK)"  (from copy())' in text
-    # A literal constexpr (BLOCK=1024) is no per-call value: it stays to be given.
-    assert tiled["space"]["BLOCK"] == "TODO" and "derived" not in tiled
-    assert flat_["space"]["BLOCK"] == "TODO" and flat_["derived"] == {"OUT": "TODO"}
+    # A literal constexpr (BLOCK=1024) is no per-call value: drafted as the value launched.
+    assert tiled["fixed"] == {"BLOCK": 1024} and "derived" not in tiled
+    assert flat_["fixed"] == {"BLOCK": 256} and flat_["derived"] == {"OUT": "TODO"}
+    assert "BLOCK" not in tiled["space"] and "BLOCK" not in flat_["space"]
     assert "OUT follows a tensor's element type: give it in fixed as the name of its dtype " in (
         flat(text)
     )
@@ -645,3 +649,38 @@ def test_an_import_failure_in_a_helper_names_where(tmp_path: Path) -> None:
     r = invoke(["init", str(bad)], tmp_path / "c")
     said = f"ValueError: bad table (raised at {tmp_path / 'helper.py'}:3 < {bad}:1)"
     assert said in r.stderr and "__init__" not in r.stderr
+
+
+MODULE_CONSTANT = """
+import triton
+import triton.language as tl
+
+BLOCK_SIZE = 1024
+WIDE = 4096
+
+
+@triton.jit
+def fg_kernel(e, h, n, BLOCK_SIZE: tl.constexpr, WIDE_BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(h + offs, tl.load(e + offs, mask=offs < n), mask=offs < n)
+
+
+def fg(e, h, WIDE=2048):
+    n = e.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+    fg_kernel[grid](e, h, n, BLOCK_SIZE=BLOCK_SIZE, WIDE_BLOCK=WIDE)
+"""
+
+
+def test_a_module_constant_passed_by_the_wrapper_is_drafted_as_its_value(tmp_path: Path) -> None:
+    """unsloth's swiglu_fg_kernel launches with ``BLOCK_SIZE = BLOCK_SIZE``, the module's
+    1024: the draft gives it in fixed with that value (the grid reads it), not as a value
+    taken per call; a name the wrapper binds itself (its parameter WIDE) stays per call."""
+    (tmp_path / "fg.py").write_text(MODULE_CONSTANT)
+    r = invoke(["init", str(tmp_path / "fg.py")], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    doc, text = draft_of(tmp_path / "fg.toml")
+    (k,) = doc["kernel"]
+    assert k["fixed"] == {"BLOCK_SIZE": 1024} and k["derived"] == {"WIDE_BLOCK": "TODO"}
+    assert "the file's launch passes BLOCK_SIZE = BLOCK_SIZE, the module's 1024" in text
+    assert '# grid = "cdiv(n, BLOCK_SIZE)"  (from fg())' in text
