@@ -4,9 +4,10 @@
 #   UNSLOTH=<folder holding unsloth/>: from a checkout, the kernel files and the two
 #   modules they import, unchanged, with empty package __init__.py files in place of
 #   unsloth's (its own imports its whole training stack: transformers, unsloth_zoo, ...):
+#     D=<this repository>/.gpu/unsloth; mkdir -p $D; cd <unsloth checkout>
 #     git archive HEAD unsloth/device_type.py unsloth/bnb_availability.py \
 #       unsloth/kernels/{utils,fp8,rms_layernorm,rope_embedding,swiglu,geglu}.py \
-#       | tar -x -C .gpu/unsloth && touch .gpu/unsloth/unsloth/{,kernels/}__init__.py
+#       | tar -x -C $D && touch $D/unsloth/__init__.py $D/unsloth/kernels/__init__.py
 #   carried as .gpu/unsloth. stubs/ stands in for the two third-party packages those files
 #   import at module level (unsloth_zoo, transformers) and never use in a kernel. RECIPES
 #   picks recipes (default: "rms_layernorm rope swiglu").
