@@ -119,11 +119,11 @@ def _constants(k: Shipped, names: list[str], found: list[Launch]) -> dict[str, t
         given = {**dict(zip(order, launch.args, strict=False)), **dict(launch.keywords)}
         for n in (n for n in names if n in given and n not in out):
             text = given[n]
-            if _literal(text):
+            if _literal(text) and type(ast.literal_eval(text)) in (int, float, bool, str):
                 out[n] = (ast.literal_eval(text), text)
             elif text.isidentifier() and text not in launch.bound and text != TARGET_SMS:
                 value = module.get(text)
-                if type(value) in (int, float, bool):
+                if type(value) in (int, float, bool, str):
                     out[n] = (value, f"{text}, the module's {value!r}")
     return out
 
