@@ -660,7 +660,7 @@ WIDE = 4096
 
 
 @triton.jit
-def fg_kernel(e, h, n, BLOCK_SIZE: tl.constexpr, WIDE_BLOCK: tl.constexpr):
+def fg_kernel(e, h, n, BLOCK_SIZE: tl.constexpr, WIDE_BLOCK: tl.constexpr, ACT: tl.constexpr):
     offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     tl.store(h + offs, tl.load(e + offs, mask=offs < n), mask=offs < n)
 
@@ -668,7 +668,7 @@ def fg_kernel(e, h, n, BLOCK_SIZE: tl.constexpr, WIDE_BLOCK: tl.constexpr):
 def fg(e, h, WIDE=2048):
     n = e.numel()
     grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)
-    fg_kernel[grid](e, h, n, BLOCK_SIZE=BLOCK_SIZE, WIDE_BLOCK=WIDE)
+    fg_kernel[grid](e, h, n, BLOCK_SIZE=BLOCK_SIZE, WIDE_BLOCK=WIDE, ACT=None)
 """
 
 
@@ -682,5 +682,6 @@ def test_a_module_constant_passed_by_the_wrapper_is_drafted_as_its_value(tmp_pat
     doc, text = draft_of(tmp_path / "fg.toml")
     (k,) = doc["kernel"]
     assert k["fixed"] == {"BLOCK_SIZE": 1024} and k["derived"] == {"WIDE_BLOCK": "TODO"}
+    assert k["space"]["ACT"] == "TODO"  # a None TOML cannot hold as such: left to be given
     assert "the file's launch passes BLOCK_SIZE = BLOCK_SIZE, the module's 1024" in text
     assert '# grid = "cdiv(n, BLOCK_SIZE)"  (from fg())' in text
