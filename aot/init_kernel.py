@@ -57,6 +57,8 @@ class _Kinds:
     passed: Mapping[str, str] = field(default_factory=dict)  # by the wrapper: what it passes
     passed_by: str = ""  # the function whose launch passes them
     example: str = ""  # the one of them the draft shows the call + derived pattern for
+    # by the wrapper, a constant: a literal or the module's (name -> value, as written)
+    constants: Mapping[str, tuple[Any, str]] = field(default_factory=dict)
 
 
 def _kinds(k: Shipped, usage: Usage, found: list[Launch]) -> _Kinds:
@@ -81,14 +83,16 @@ def _kinds(k: Shipped, usage: Usage, found: list[Launch]) -> _Kinds:
     searched = sorted({n for c in tuned.configs for n, _ in c.kwargs}) if tuned and usable else []
     defaults = {p.name: p.default for p in k.constexprs if p.has_default}
     given = set(searched) | set(rules) | set(defaults)
-    unset = [p.name for p in k.constexprs if p.name not in given]
+    constants = _constants(k, [p.name for p in k.constexprs if p.name not in given], found)
+    unset = [p.name for p in k.constexprs if p.name not in given and p.name not in constants]
     passed, by = _passed(k, unset, found)
     sized = set(usage.sizes) | set(tuned.key if tuned else ())  # a row width, say
     example = next((n for n in passed if n in sized), next(iter(passed), ""))
     return _Kinds(tuple(p.name for p in runtime), tuple(pointers), tuple(sizes), untyped,
                   tuple(keys), usable, tuple(searched), rules,
                   tuple(p.name for p in runtime if p.name in tested), defaults,
-                  tuple(n for n in unset if n not in passed), passed, by, example)  # fmt: skip
+                  tuple(n for n in unset if n not in passed), passed, by, example,
+                  constants)  # fmt: skip
 
 
 def _passed(k: Shipped, unset: list[str], found: list[Launch]) -> tuple[dict[str, str], str]:
@@ -103,6 +107,25 @@ def _passed(k: Shipped, unset: list[str], found: list[Launch]) -> tuple[dict[str
         if out:
             return out, launch.caller
     return {}, ""
+
+
+def _constants(k: Shipped, names: list[str], found: list[Launch]) -> dict[str, tuple[Any, str]]:
+    """The constexprs among ``names`` that a launch in the file passes as a constant: a
+    literal (``BACKWARD_PASS = False``), or a name its function does not bind that the
+    module holds a number or bool in (unsloth's ``BLOCK_SIZE = BLOCK_SIZE``, 1024)."""
+    module = getattr(getattr(k.jit, "fn", None), "__globals__", {})
+    order, out = [p.name for p in k.params], {}
+    for launch in found:
+        given = {**dict(zip(order, launch.args, strict=False)), **dict(launch.keywords)}
+        for n in (n for n in names if n in given and n not in out):
+            text = given[n]
+            if _literal(text) and type(ast.literal_eval(text)) in (int, float, bool, str):
+                out[n] = (ast.literal_eval(text), text)
+            elif text.isidentifier() and text not in launch.bound and text != TARGET_SMS:
+                value = module.get(text)
+                if type(value) in (int, float, bool, str):
+                    out[n] = (value, f"{text}, the module's {value!r}")
+    return out
 
 
 def _literal(text: str) -> bool:
@@ -267,6 +290,10 @@ def _meta(t: Table, k: Shipped, kinds: _Kinds) -> None:
     if kinds.passed:
         _passed_hint(t, kinds)
     tuned = k.autotune
+    if kinds.constants and not (kinds.autotuned and tuned is not None):
+        for name, (value, written) in kinds.constants.items():
+            note = f"the file's launch passes {name} = {written} (or search it in space)"
+            t.key(f"fixed.{name}", value, note, review=True)
     if kinds.autotuned and tuned is not None:
         n = len(tuned.configs)
         pruned = " pruned per bucket by its prune_configs_by," if tuned.early_config_prune or (
@@ -280,12 +307,16 @@ def _meta(t: Table, k: Shipped, kinds: _Kinds) -> None:
         what = ", ".join((*kinds.searched, "num_warps", "num_stages"))
         t.comment(f"No [kernel.space]: @triton.autotune's {n} configs ({what}) are the search "
                   f"space,{pruned}{kept} as the JIT would tune them.")  # fmt: skip
-        if kinds.unset:
+        consts = {n: v for n, (v, _) in kinds.constants.items()}
+        if kinds.unset or consts:
             t.comment("The configs do not set these constexprs: give their values"
                       + (' (NUM_SMS = "NUM_SMS": each target\'s SM count).'
-                         if TARGET_SMS in kinds.unset else "."))  # fmt: skip
-            t.key("fixed", {n: TARGET_SMS if n == TARGET_SMS else PLACEHOLDER
-                            for n in kinds.unset})  # fmt: skip
+                         if TARGET_SMS in kinds.unset else ".")
+                      + "".join(f" The file's launch passes {n} = {w}." for n, (_, w)
+                                in kinds.constants.items()))  # fmt: skip
+            t.key("fixed", {**{n: TARGET_SMS if n == TARGET_SMS else PLACEHOLDER
+                               for n in kinds.unset}, **consts}, review=bool(consts),
+                  note="the values the file's launch passes")  # fmt: skip
         return
     if tuned is not None:
         t.comment("@triton.autotune has a pre_hook or post_hook (host code aotc cannot run), so "

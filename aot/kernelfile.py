@@ -104,14 +104,17 @@ def _import(path: Path, dotted: str | None) -> ModuleType:
 
 # What torch, triton and kernel libraries say without a GPU ("0 active drivers" is triton's,
 # "No device were detected" a kernel library's own probe).
-_NO_GPU = ("cuda", "nvidia driver", "no gpu", "no device", "active drivers")
+# unsloth's probe says "cannot find any torch accelerator? You need a GPU."
+_NO_GPU = ("cuda", "nvidia driver", "no gpu", "need a gpu", "no device", "active drivers")
 
 
 def import_failure(name: str, exc: BaseException) -> str:
-    """The message for a kernel or recipe file whose import raised ``exc``; with a hint
-    when the file reached for a GPU while being imported (a CPU-only builder has none)."""
+    """The message for a kernel or recipe file whose import raised ``exc``, naming where
+    it was raised when that is another file (a package's ``__init__.py`` it runs first, a
+    helper); with a hint when the file reached for a GPU while being imported (a CPU-only
+    builder has none)."""
     said = " ".join(str(exc).split())  # one line, however the library wrapped it
-    text = f"importing {name} failed: {type(exc).__name__}: {said}"
+    text = f"importing {name} failed: {type(exc).__name__}: {said}{_raised_in(name, exc)}"
     if any(word in str(exc).lower() for word in _NO_GPU):
         text += (
             ". It seems to use the GPU while being imported, and aotc imports it on machines "
@@ -119,6 +122,37 @@ def import_failure(name: str, exc: BaseException) -> str:
             "with torch.cuda.is_available()"
         )
     return text
+
+
+def _raised_in(name: str, exc: BaseException) -> str:
+    """`` (raised at A:1 < B:2 ...)``: the files of ``exc``'s traceback from the innermost
+    out, past the import machinery and aotc, where one is not the named file (a package's
+    ``__init__.py`` that Python runs first, a helper it imports); else ``""``."""
+    chain: list[tuple[Path, int]] = []
+    tb = exc.__traceback__
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if not file.startswith("<") and not _machinery(Path(file)):
+            if chain and chain[-1][0] == Path(file):
+                chain.pop()
+            chain.append((Path(file), tb.tb_lineno))
+        tb = tb.tb_next
+    if not chain or all(file.name == Path(name).name for file, _ in chain):
+        return ""
+    where = " < ".join(f"{file}:{line}" for file, line in reversed(chain[-4:]))
+    inits = [file for file, _ in chain if file.name == "__init__.py"]
+    if not inits:
+        return f" (raised at {where})"
+    return (
+        f" (raised at {where}; Python runs {inits[0]} first, the package's __init__.py, "
+        f"to import {Path(name).name} as a module of the package: what it imports must be "
+        "importable where aotc runs, so install the package's dependencies)"
+    )
+
+
+def _machinery(file: Path) -> bool:
+    """Whether ``file`` is aotc's own or importlib's (frames on the way to the import)."""
+    return Path(__file__).parent in file.parents or file.parent.name == "importlib"
 
 
 def load_function(ref: str) -> Any:

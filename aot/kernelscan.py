@@ -227,6 +227,9 @@ class Launch:
     # keyword; launches are told apart by their grids only.
     args: tuple[str, ...] = field(default=(), compare=False)
     keywords: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # The names its function binds (parameters, assignments): a name passed that is none
+    # of them is the module's (swiglu_fg_kernel's BLOCK_SIZE = BLOCK_SIZE, a constant).
+    bound: frozenset[str] = field(default=frozenset(), compare=False)
 
 
 def launches(path: Path, attr: str) -> list[Launch]:
@@ -237,8 +240,9 @@ def launches(path: Path, attr: str) -> list[Launch]:
     except (OSError, SyntaxError, ValueError):
         return []
     out: list[Launch] = []
-    for scope, body in _scopes(tree):
+    for scope, body, params in _scopes(tree):
         own = [s for s in body if not isinstance(s, ast.FunctionDef | ast.ClassDef)]
+        bound = frozenset(params) | _bound(body) if scope else frozenset()
         names = _aliases(body, attr)
         for node in (n for stmt in own for n in ast.walk(stmt)):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
@@ -254,6 +258,7 @@ def launches(path: Path, attr: str) -> list[Launch]:
                 keywords=tuple(
                     (k.arg, ast.unparse(k.value)) for k in node.keywords if k.arg is not None
                 ),
+                bound=bound,
             )
             if launch not in out:
                 out.append(launch)
@@ -269,11 +274,22 @@ def _positional(call: ast.Call) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _scopes(tree: ast.Module) -> Iterator[tuple[str, list[ast.stmt]]]:
-    """Each function's statements, and the module's."""
+def _scopes(tree: ast.Module) -> Iterator[tuple[str, list[ast.stmt], list[str]]]:
+    """Each function's statements and parameters, and the module's."""
     for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
-        yield fn.name, fn.body
-    yield "", tree.body
+        a = fn.args
+        params = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x]
+        yield fn.name, fn.body, params
+    yield "", tree.body, []
+
+
+def _bound(body: list[ast.stmt]) -> frozenset[str]:
+    """The names a function's statements bind (assigned, looped over, imported, ...)."""
+    stores = (n.id for s in _statements(body) for n in ast.walk(s)
+              if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))  # fmt: skip
+    imports = (a.asname or a.name.split(".")[0] for s in _statements(body)
+               if isinstance(s, ast.Import | ast.ImportFrom) for a in s.names)  # fmt: skip
+    return frozenset(stores) | frozenset(imports)
 
 
 def _statements(body: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -9,7 +9,7 @@ OUT=${OUT:-gpu-out}
 mkdir -p "$OUT" "$W/logs"
 if ! python3 -c 'import zstandard' 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export AOTC_CACHE_DIR=$W/cache AOTC_NO_PROGRESS=1

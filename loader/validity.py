@@ -81,11 +81,32 @@ class CallValues:
                 raise ArgumentError(f"{self.kernel}() needs the call value {name}=... (a "
                                     "launch value that is not a kernel argument)")  # fmt: skip
             else:
-                value = _read(self.kernel, name, args[arg], self.params[arg], dim, rank, stride)
+                try:
+                    value = _read(self.kernel, name, args[arg], self.params[arg], dim, rank,
+                                  stride)  # fmt: skip
+                except _OtherRank as exc:  # one fix for every value read off such a tensor
+                    keys = ", ".join(f"{n}=..." for n in self._other_rank(args, given))
+                    raise ArgumentError(f"{exc}: pass {keys} by keyword, or reshape") from None
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ArgumentError(f"{self.kernel}(): call value {name} must be an int, got "
                                     f"{type(value).__name__}")  # fmt: skip
             values.append(value)
+
+    def _other_rank(self, args: Sequence[Any], given: Mapping[str, Any]) -> list[str]:
+        """The call values not given by keyword that read a tensor argument of another
+        rank than the build saw."""
+
+        def other(arg: int, rank: int) -> bool:
+            shape = shape_of(args[arg])
+            return shape is not None and len(shape) != rank
+
+        return [n for n, arg, _, rank, _ in self._from if n not in given and arg is not None
+                and rank is not None and other(arg, rank)]  # fmt: skip
+
+
+class _OtherRank(ArgumentError):
+    """A call value's tensor has another rank than the build saw (the caller's fix names
+    every value read off it)."""
 
 
 def _read(
@@ -99,9 +120,8 @@ def _read(
         raise ArgumentError(f"{kernel}(): {name} is {what}, which this argument does not "
                             f"have; pass {name}=... by keyword")  # fmt: skip
     if rank is not None and len(shape) != rank:
-        raise ArgumentError(f"{kernel}(): {name} is {what}, which the bundle was built for "
-                            f"as {rank}-D; this {param} is {len(shape)}-D: pass {name}=... by "
-                            "keyword, or reshape")  # fmt: skip
+        raise _OtherRank(f"{kernel}(): {name} is {what}, which the bundle was built for as "
+                         f"{rank}-D; this {param} is {len(shape)}-D")  # fmt: skip
     if not stride:
         return shape[dim]
     strides = _strides(tensor, shape)

@@ -257,7 +257,10 @@ def test_kernels_only_of_this_file_and_no_device_functions(tmp_path: Path) -> No
     assert (out.parent / "../k/scale.py").resolve() == (folder / "scale.py").resolve()
     assert doc["bundle"]["targets"] == ["H100", "sm_80"]
     assert '# grid = "cdiv(n, 1024)"  (from scale())' in text
-    assert "pointers: X, Y; sizes: n" in text and kernel["space"]["BLOCK"] == "TODO"
+    assert "pointers: X, Y; sizes: n" in text and "BLOCK" not in kernel["space"]
+    # scale() launches it with BLOCK=1024: drafted as that constant, to review
+    assert kernel["fixed"]["BLOCK"] == 1024
+    assert "fixed.BLOCK = 1024  # TODO: the file's launch passes BLOCK = 1024 (or" in text
 
 
 ROW_KERNEL = """
@@ -603,9 +606,82 @@ def test_a_launch_through_a_variable_gets_its_grid_and_per_call_constexprs(
         assert set(k["space"]) == {"num_warps", "num_stages"}
     assert '# grid = ["n_rows", "cdiv(n_cols, 1024)"]  (from copy())' in text
     assert '# grid = "cdiv(n, BLOCK)"  (from copy())' in text
-    # A literal constexpr (BLOCK=1024) is no per-call value: it stays to be given.
-    assert tiled["space"]["BLOCK"] == "TODO" and "derived" not in tiled
-    assert flat_["space"]["BLOCK"] == "TODO" and flat_["derived"] == {"OUT": "TODO"}
+    # A literal constexpr (BLOCK=1024) is no per-call value: drafted as the value launched.
+    assert tiled["fixed"] == {"BLOCK": 1024} and "derived" not in tiled
+    assert flat_["fixed"] == {"BLOCK": 256} and flat_["derived"] == {"OUT": "TODO"}
+    assert "BLOCK" not in tiled["space"] and "BLOCK" not in flat_["space"]
     assert "OUT follows a tensor's element type: give it in fixed as the name of its dtype " in (
         flat(text)
     )
+
+
+def test_an_import_failure_in_the_packages_init_names_it(tmp_path: Path) -> None:
+    """A kernel library's file is imported as its package's module, so Python runs the
+    package's __init__.py first (unsloth's imports its whole training stack): a failure
+    there names the files it passed through and says why the __init__.py ran, for init
+    and plan alike, rather than blaming the kernel file."""
+    ops = tmp_path / "lib" / "ops"
+    ops.mkdir(parents=True)
+    (tmp_path / "lib" / "__init__.py").write_text("from . import heavy\n")
+    (tmp_path / "lib" / "heavy.py").write_text("x = 1\nimport not_installed_here\n")
+    (ops / "__init__.py").write_text("")
+    (ops / "norm.py").write_text("import triton\n")
+    recipe = tmp_path / "r.toml"
+    recipe.write_text('[bundle]\nname = "r"\nversion = "1"\ntargets = ["sm_90"]\n[[kernel]]\n'
+                      'name = "k"\nsource = "lib/ops/norm.py:k"\ngrid = "1"\n')  # fmt: skip
+    drafted = invoke(["init", str(ops / "norm.py")], tmp_path / "c")
+    planned = invoke(["plan", str(recipe)], tmp_path / "c")
+    init = tmp_path / "lib" / "__init__.py"
+    for r in (drafted, planned):
+        assert r.exit_code == 2 and "Traceback" not in r.output
+        assert (
+            "importing norm.py failed: ModuleNotFoundError: No module named "
+            f"'not_installed_here' (raised at {tmp_path / 'lib' / 'heavy.py'}:2 < {init}:1; "
+            f"Python runs {init} first, the package's __init__.py, to import norm.py as a "
+            "module of the package: what it imports must be importable where aotc runs"
+        ) in " ".join(r.stderr.split())
+
+
+def test_an_import_failure_in_a_helper_names_where(tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text("\n\nraise ValueError('bad table')\n")
+    bad = tmp_path / "bad.py"
+    bad.write_text("import helper\n")
+    r = invoke(["init", str(bad)], tmp_path / "c")
+    said = f"ValueError: bad table (raised at {tmp_path / 'helper.py'}:3 < {bad}:1)"
+    assert said in r.stderr and "__init__" not in r.stderr
+
+
+MODULE_CONSTANT = """
+import triton
+import triton.language as tl
+
+BLOCK_SIZE = 1024
+WIDE = 4096
+
+
+@triton.jit
+def fg_kernel(e, h, n, BLOCK_SIZE: tl.constexpr, WIDE_BLOCK: tl.constexpr, ACT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    tl.store(h + offs, tl.load(e + offs, mask=offs < n), mask=offs < n)
+
+
+def fg(e, h, WIDE=2048):
+    n = e.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)
+    fg_kernel[grid](e, h, n, BLOCK_SIZE=BLOCK_SIZE, WIDE_BLOCK=WIDE, ACT=None)
+"""
+
+
+def test_a_module_constant_passed_by_the_wrapper_is_drafted_as_its_value(tmp_path: Path) -> None:
+    """unsloth's swiglu_fg_kernel launches with ``BLOCK_SIZE = BLOCK_SIZE``, the module's
+    1024: the draft gives it in fixed with that value (the grid reads it), not as a value
+    taken per call; a name the wrapper binds itself (its parameter WIDE) stays per call."""
+    (tmp_path / "fg.py").write_text(MODULE_CONSTANT)
+    r = invoke(["init", str(tmp_path / "fg.py")], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    doc, text = draft_of(tmp_path / "fg.toml")
+    (k,) = doc["kernel"]
+    assert k["fixed"] == {"BLOCK_SIZE": 1024} and k["derived"] == {"WIDE_BLOCK": "TODO"}
+    assert k["space"]["ACT"] == "TODO"  # a None TOML cannot hold as such: left to be given
+    assert "the file's launch passes BLOCK_SIZE = BLOCK_SIZE, the module's 1024" in text
+    assert '# grid = "cdiv(n, BLOCK_SIZE)"  (from fg())' in text

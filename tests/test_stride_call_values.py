@@ -250,6 +250,25 @@ def test_a_tensor_of_another_rank_is_refused_unless_the_stride_is_passed(
     assert fake.launches[-1].grid == (4, 1, 1)
 
 
+def test_another_rank_names_every_value_to_pass_at_once(fake: FakeLib, bundle: Path) -> None:
+    """A caller handing the [batch, seq, width] tensors of unsloth's wrapper to a bundle
+    built for [rows, width] learns every value to pass from the first refusal, those read
+    off X and off Y alike, not one per attempt."""
+    rms = loader.open(bundle)["rms"]
+    y, x, w = T(0x20000, 2, 4, 1024), T(0x10000, 2, 4, 1024), T(0x30000, 1024)
+    with pytest.raises(loader.ArgumentError) as e:
+        rms(y, x, w)
+    assert str(e.value) == (
+        "rms(): n_rows is dimension 0 of X's shape, which the bundle was built for as 2-D; "
+        "this X is 3-D: pass n_rows=..., cols=..., x_stride=..., y_stride=... by keyword, "
+        "or reshape"
+    )
+    with pytest.raises(loader.ArgumentError, match=re.escape("pass x_stride=..., y_stride=... by")):
+        rms(y, x, w, n_rows=8, cols=1024)
+    rms(y, x, w, n_rows=8, cols=1024, x_stride=1024, y_stride=1024)
+    assert fake.launches[-1].grid == (8, 1, 1)
+
+
 def test_array_interface_strides_are_bytes_and_raw_pointers_have_none(
     fake: FakeLib, bundle: Path
 ) -> None:

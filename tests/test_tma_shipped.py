@@ -140,4 +140,4 @@ def test_init_drafts_it_with_its_configs_and_each_targets_sm_count(tmp_path: Pat
     doc, _ = draft_of(tmp_path / "tma_tutorial.toml")
     (k,) = doc["kernel"]
     assert "space" not in k  # the autotune configs, pre_hook and all, are the space
-    assert k["fixed"] == {"GROUP_M": "TODO", "NUM_SMS": "NUM_SMS"}
+    assert k["fixed"] == {"GROUP_M": 8, "NUM_SMS": "NUM_SMS"}  # as its wrapper launches

@@ -1,0 +1,3 @@
+from packaging.version import Version
+
+__all__ = ["Version"]
