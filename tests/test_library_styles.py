@@ -101,3 +101,41 @@ def test_a_default_aotc_cannot_record_is_named_with_the_fix(tmp_path: Path) -> N
     (tmp_path / "r.toml").write_text(MODE_RECIPE)
     with pytest.raises(Exception, match=r"rows\.fixed.*MODE.*default.*object.*fixed"):
         make_plan(load(tmp_path / "r.toml"))
+
+
+def test_a_call_by_keyword_as_the_librarys_wrapper_launches(tmp_path: Path, fake: FakeLib) -> None:
+    """Liger launches its cross entropy by keyword (``kernel[grid](X_ptr=x, ...,
+    reduction=reduction, BLOCK_SIZE=BLOCK_SIZE, num_warps=num_warps)``); the same call of
+    the bundle's kernel used to be refused as "takes 3 arguments, got 0". Arguments by
+    keyword now take their places; a constexpr or launch option given is checked against
+    what the variant that runs has, and refused with the value the bundle holds."""
+    rows = loader.open(build_here(tmp_path, MODE_KERNEL, MODE_RECIPE))["rows"]
+    x, out = (
+        FakeTensor(0x1000, "torch.float32", shape=(8, 1000)),
+        FakeTensor(0x2000, "torch.float32", shape=(8,)),
+    )
+    rows(x, out, 1000)
+    rows(x_ptr=x, out_ptr=out, n_cols=1000)
+    rows(x, n_cols=1000, out_ptr=out, MODE=1, BLOCK=1024)
+    warps = rows.variant_for(x, out, 1000).num_warps
+    rows(x, out, 1000, num_warps=warps)
+    assert len({(lo.function, tuple(lo.params)) for lo in fake.launches}) == 1
+    assert len(fake.launches) == 4
+    refusals = [
+        ({"x_ptr": x, "out_ptr": out}, r"missing argument 'n_cols' \(it takes x_ptr, out_ptr"),
+        ({"x_ptr": x, "out_ptr": out, "n_cols": 1000, "MODE": 2},
+         r"got MODE=2, and every variant in the bundle was built with MODE = 1 .*fixed\.MODE = 2"),
+        ({"x_ptr": x, "out_ptr": out, "n_cols": 1000, "BLOCK": 2048},
+         r"got BLOCK=2048, and the variant .* has BLOCK = 1024 \(the recipe derives it"),
+        ({"x_ptr": x, "out_ptr": out, "n_cols": 1000, "num_warps": warps * 2},
+         rf"num_warps = {warps} \(the build chose it for this bucket\)"),
+        ({"x_ptr": x, "out_ptr": out, "n_cols": 1000, "MODE": True}, r"built with MODE = 1"),
+    ]  # fmt: skip
+    for call, match in refusals:
+        with pytest.raises(loader.ArgumentError, match=match):
+            rows(**call)
+    with pytest.raises(loader.ArgumentError, match="multiple values for argument 'x_ptr'"):
+        rows(x, out, 1000, x_ptr=x)
+    with pytest.raises(loader.ArgumentError, match="unexpected keyword 'n_row'"):
+        rows(x, out, 1000, n_row=8)
+    assert len(fake.launches) == 4
