@@ -143,7 +143,8 @@ class Kernel:
                 raise ArgumentError(
                     f"{self.name}(): argument {p.name!r} is compiled in as None (the recipe's "
                     f"inputs passed None for it), got {type(a).__name__}: pass None, or "
-                    "rebuild with it in inputs (a pointer may also be listed under optional)"
+                    f"rebuild with a value for it in inputs (and {p.name} under the recipe's "
+                    "optional to build both forms)"
                 )
             elif p.name in self._descriptors:  # (address, shape, strides): see descriptors.py
                 value, dt = _descriptors.tensor(a, p.name)
