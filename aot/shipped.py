@@ -115,7 +115,7 @@ def unwrap(obj: Any) -> Shipped:
             constexpr=bool(p.is_constexpr),
             annotation=str(p.annotation),
             has_default=bool(p.has_default),
-            default=p.default if p.has_default else None,
+            default=plain(p.default) if p.has_default else None,
             specialize=not p.do_not_specialize,
             align=not p.do_not_specialize_on_alignment,
         )
@@ -127,7 +127,7 @@ def unwrap(obj: Any) -> Shipped:
 def _autotune(tuner: Any) -> Autotune:
     configs = tuple(
         TunedConfig(
-            kwargs=tuple(sorted(dict(c.kwargs).items())),
+            kwargs=tuple(sorted((k, plain(v)) for k, v in dict(c.kwargs).items())),
             num_warps=int(c.num_warps),
             num_stages=int(c.num_stages),
             num_ctas=int(c.num_ctas or 1),
@@ -147,6 +147,14 @@ def _autotune(tuner: Any) -> Autotune:
         top_k=tuner.configs_top_k,
         hooks=bool(tuner.user_defined_pre_hook or tuner.user_defined_post_hook),
     )
+
+
+def plain(value: Any) -> Any:
+    """A value written as ``tl.constexpr(3)`` (a module-level constant an author reuses as a
+    default, ``MODE: tl.constexpr = MODE_SUM``) is what Triton's JIT binds: its value."""
+    while type(value).__name__ == "constexpr" and type(value).__module__.startswith("triton"):
+        value = value.value
+    return value
 
 
 def source_of(fn: Callable[..., Any]) -> tuple[str, int] | None:

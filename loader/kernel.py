@@ -26,6 +26,7 @@ from .manifest import GIVEN, NONE, CallValue, KernelSpec, Param, VariantSpec
 from .validity import CallValues, explain
 
 if TYPE_CHECKING:
+    from .keywords import Keywords
     from .profile import HostPath
 
 # What a fast-path launch raises only before anything reached the driver: the checked path
@@ -71,6 +72,8 @@ class Kernel:
         self.name = spec.name
         self.params: tuple[Param, ...] = spec.params
         self._call = CallValues(spec)
+        self._keyword_args: Keywords | None = None  # built on the first call by keyword
+        self._call_names = frozenset(self._call.names)
         index = {n: i for i, n in enumerate(self._call.all_names)}
         self._key_positions = tuple(index[k] for k in spec.bucket_keys)
         self.grid: BucketGrid = kernel_grid(spec.bucket_keys, spec.buckets, f"kernel {self.name!r}")
@@ -140,7 +143,8 @@ class Kernel:
                 raise ArgumentError(
                     f"{self.name}(): argument {p.name!r} is compiled in as None (the recipe's "
                     f"inputs passed None for it), got {type(a).__name__}: pass None, or "
-                    "rebuild with it in inputs (a pointer may also be listed under optional)"
+                    f"rebuild with a value for it in inputs (and {p.name} under the recipe's "
+                    "optional to build both forms)"
                 )
             elif p.name in self._descriptors:  # (address, shape, strides): see descriptors.py
                 value, dt = _descriptors.tensor(a, p.name)
@@ -235,8 +239,11 @@ class Kernel:
         self, *args: Any, dtypes: Mapping[str, str] | None = None, **call: Any
     ) -> VariantSpec:
         """The variant a call with ``args`` would launch (for tests and inspection)."""
+        args, call, expect = self._keywords.bind(args, call) if call else (args, call, {})
         values, seen = self.convert(args, call)
-        return self.select(values, self._instance(seen, dtypes))[1].variant
+        variant = self.select(values, self._instance(seen, dtypes))[1].variant
+        self._keywords.check(variant, expect)
+        return variant
 
     def launch_config(
         self, dtypes: Mapping[str, str] | None = None, **sizes: int
@@ -286,6 +293,10 @@ class Kernel:
     def __call__(
         self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None, **call: Any
     ) -> None:
+        if call and not self._call_names.issuperset(call):
+            args, call, expect = self._keywords.bind(args, call)  # arguments by keyword
+            if expect:  # constexprs or launch options the chosen variant must have
+                return self._call_checked(args, stream, dtypes, call, expect)
         if dtypes is None:
             found = self._fast.lookup(args, call)
             if found is not None:
@@ -304,13 +315,16 @@ class Kernel:
         stream: Any,
         dtypes: Mapping[str, str] | None,
         call: Mapping[str, Any] | None = None,
+        expect: Mapping[str, Any] | None = None,
     ) -> None:
         """The full path: every argument checked and converted, every error explained."""
         values, seen = self.convert(args, call)
         inst = self._instance(seen, dtypes)
         launcher = self.select(values, inst)[1]
+        if expect:
+            self._keywords.check(launcher.variant, expect)
         handle = self._stream() if stream is None else _args.stream_handle(stream)
-        if dtypes is None:
+        if dtypes is None and not expect:
             self._fast.learn(args, inst.fast_choices)
         launcher.launch(values, handle)
 
@@ -319,6 +333,7 @@ class Kernel:
         where its host time goes (loader/profile.py). Makes the call once; ArgumentError if
         it does not then take the fast path (raw pointers, say)."""
         self(*args, **call)
+        args, call, _ = self._keywords.bind(args, call) if call else (args, call, {})
         found = self._fast.lookup(args, call)
         if found is None:
             raise ArgumentError(
@@ -341,6 +356,16 @@ class Kernel:
             driver_call_typed=driver_call_typed,
             variant=launcher.variant,
         )
+
+    @property
+    def _keywords(self) -> Keywords:
+        """Arguments, constexprs and launch options by keyword (loader/keywords.py):
+        imported on the first call that names one, not at start-up."""
+        if self._keyword_args is None:
+            from .keywords import Keywords
+
+            self._keyword_args = Keywords(self.spec, self.target)
+        return self._keyword_args
 
     def warmup(self, **sizes: int | Iterable[int]) -> int:
         """Load the modules of the buckets that hold ``sizes`` now instead of at first call:

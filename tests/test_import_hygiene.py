@@ -31,7 +31,8 @@ AT_IMPORT = {
 AT_LAUNCH = AT_IMPORT | {"loader.checks"}
 # Imported on first use only: never by a service that opens kernels and launches them.
 ON_FIRST_USE = {
-    "loader.credentials", "loader.download", "loader.graph", "loader.manifest_build",
+    "loader.credentials", "loader.download", "loader.graph", "loader.keywords",
+    "loader.manifest_build",
     "loader.manifest_model", "loader.manifest_pipeline", "loader.model", "loader.model_load",
     "loader.oci", "loader.op", "loader.pipeline", "loader.profile", "loader.reference",
     "loader.registry", "loader.retry", "loader.signature", "loader.trailer",

@@ -122,14 +122,18 @@ def test_a_constraint_may_read_a_derived_meta_parameter(fake: FakeLib, tmp_path:
     assert kernel.variant_for(Tensor(0x100000, (16, 4096)), 4096).meta["BLOCK_SIZE"] == 4096
 
 
-def test_a_derived_value_passed_by_keyword_is_refused_saying_it_is_derived(
+def test_a_derived_value_passed_by_keyword_is_checked_against_what_the_bundle_computes(
     fake: FakeLib, bundle: Path
 ) -> None:
-    """As a library's wrapper passes it (``BLOCK_SIZE=...``): the bundle computes it."""
+    """As a library's wrapper passes it (``BLOCK_SIZE=...``): the value the bundle computes
+    runs (loader/keywords.py); another is refused, saying how the bundle computes it."""
     kernel = loader.open(bundle)["rows"]
-    with pytest.raises(ArgumentError, match=r"'BLOCK_SIZE' \(BLOCK_SIZE is derived: "
-                       r"BLOCK_SIZE = next_power_of_2\(n_cols\), computed per call\)"):  # fmt: skip
-        kernel(Tensor(0x100000, (4, 4096)), 4096, BLOCK_SIZE=4096)
+    kernel(Tensor(0x100000, (4, 4096)), 4096, BLOCK_SIZE=4096)
+    assert len(fake.launches) == 1
+    said = r"has BLOCK_SIZE = 4096 \(the recipe derives it: BLOCK_SIZE = next_power_of_2\(n_cols"
+    with pytest.raises(ArgumentError, match=r"got BLOCK_SIZE=8192, .*" + said):
+        kernel(Tensor(0x100000, (4, 4096)), 4096, BLOCK_SIZE=8192)
+    assert len(fake.launches) == 1
 
 
 CHAINED = """

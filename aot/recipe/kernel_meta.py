@@ -76,13 +76,24 @@ def parse_meta(v: Validator, k: Mapping[str, Any], w: str, kernel: Shipped) -> M
     missing = [c for c in constexprs if c not in _given(meta)]
     if missing:
         name = missing[0]
-        said = f"constexpr {name} of {kernel.name} has no value; add it to fixed, space or derived"
+        said = _no_value(kernel, name)
         sizes, call = k.get("sizes"), k.get("call")
         if name in (sizes if isinstance(sizes, dict) else {}) or \
                 name in (call if isinstance(call, dict) else {}):  # fmt: skip
             said += _per_call(name)
         v.fail(f"{w}.fixed", said)
     return meta
+
+
+def _no_value(kernel: Shipped, name: str) -> str:
+    """Why constexpr ``name`` has no value: none given, or a default a bundle cannot hold."""
+    param = next(p for p in kernel.constexprs if p.name == name)
+    if not param.has_default:
+        return f"constexpr {name} of {kernel.name} has no value; add it to fixed, space or derived"
+    return (f"constexpr {name} of {kernel.name} defaults to {show(param.default)}, which a "
+            "bundle cannot record (it takes an integer, float, boolean, string, None or tl "
+            f"dtype); give the value its callers launch with in fixed ({name} = ...), or "
+            "in space or derived")  # fmt: skip
 
 
 def _per_call(name: str) -> str:
