@@ -42,7 +42,6 @@ class CallValues:
         self.params = [p.name for p in spec.params]
         self.names = [c.name for c in spec.call] + list(spec.host)
         self.host = frozenset(spec.host)
-        self.derived = {d.name: d.expr for d in spec.derived}
         index = {p: i for i, p in enumerate(self.params)}
         self._from = [(c.name, index.get(c.tensor) if c.tensor else None, c.dim, c.rank,
                        c.stride_of is not None) for c in spec.call]  # fmt: skip
@@ -54,22 +53,14 @@ class CallValues:
         values."""
         return self.params + self.names
 
-    def _instead(self, derived: str) -> str:
-        """For a derived value computed from keyword call values (a caller's GEMMA, taken
-        as ``GEMMA_``): which to pass instead, as integers."""
-        keywords = {n for n, arg, *_ in self._from if arg is None and n not in self.host}
-        read = sorted(parse(self.derived[derived], predicate=True).names & keywords)
-        return f"; pass {', '.join(f'{n}=<int>' for n in read)} instead" if read else ""
-
     def extend(self, values: list[Any], args: Sequence[Any], given: Mapping[str, Any]) -> None:
         """Append the call values to the converted ``values`` of the arguments ``args``."""
         unknown = sorted(set(given) - set(self.names))
         if unknown:
             have = ", ".join(self.names) or "none"
             name = unknown[0]
-            why = (f" ({name} is derived: {name} = {self.derived[name]}, computed per call"
-                   f"{self._instead(name)})" if name in self.derived else "")  # fmt: skip
-            raise ArgumentError(f"{self.kernel}() got an unexpected keyword {name!r}{why}; "
+            # (a constexpr by keyword never gets here: loader/keywords.py binds it first)
+            raise ArgumentError(f"{self.kernel}() got an unexpected keyword {name!r}; "
                                 f"its call values are: {have}")  # fmt: skip
         for name, arg, dim, rank, stride in self._from:
             if name in given:
