@@ -77,7 +77,7 @@ class Keywords:
         """The variant chosen for the call has the constexprs and launch options it gave."""
         for name, value in expect.items():
             have = (getattr(variant, name, _UNSET.get(name)) if name in LAUNCH_OPTIONS
-                    else variant.meta[name])  # fmt: skip
+                    else variant.meta.get(name))  # fmt: skip
             if not _same(value, have):
                 how = "the build chose it for this bucket"
                 if name in self.derived:
