@@ -1,8 +1,24 @@
 """What the held-out folders' check.py share (run_library.sh places it beside them): the
-time per call, and the closing table of the bundle against the library's own wrapper."""
+verdict on one output, the time per call, and the closing table of the bundle against the
+library's own wrapper."""
 
 from collections.abc import Callable
 from typing import Any
+
+
+def verdict(at: str, library: str, ours: Any, theirs: Any, want: Any,
+            want_theirs: Any = None) -> int:  # fmt: skip
+    """Print whether an output is right, 1 if not: the bundle's and the library wrapper's
+    both within 1e-2 of float64, norm-relative (one rounding to fp16 or bf16 is about
+    4e-3), every element written. ``want_theirs``: what the wrapper returns where it
+    differs (a reduced loss)."""
+    import torch
+
+    pairs = ((ours, want), (theirs, want if want_theirs is None else want_theirs))
+    errors = [float((x.double() - w).norm()) / (float(w.norm()) or 1.0) for x, w in pairs]
+    ok = bool(torch.isfinite(ours).all()) and errors[0] <= 1e-2 and errors[1] <= 1e-2
+    print(f"{at} error ours {errors[0]:.1e} {library} {errors[1]:.1e} {'ok' if ok else 'WRONG'}")
+    return 0 if ok else 1
 
 
 def us(fn: Callable[[], Any]) -> float:

@@ -20,7 +20,7 @@ from liger_kernel.ops.kl_div import kldiv_forward_triton
 from liger_kernel.ops.rms_norm import rms_norm_forward
 from liger_kernel.ops.rope import rope_forward
 from liger_kernel.ops.swiglu import swiglu_forward
-from report import summary, us
+from report import summary, us, verdict
 
 import loader
 
@@ -28,14 +28,7 @@ ROWS = (1, 7, 16, 100, 128, 1000, 1024, 5000, 8192)
 
 
 def report(at: str, ours: Any, theirs: Any, want: Any, want_theirs: Any = None) -> int:
-    """Right: the bundle and Liger's wrapper both within 1e-2 of float64, norm-relative
-    (one rounding to fp16 or bf16 is about 4e-3), every element written. ``want_theirs``:
-    what Liger's wrapper returns where it differs (a reduced loss)."""
-    pairs = ((ours, want), (theirs, want if want_theirs is None else want_theirs))
-    errors = [float((x.double() - w).norm()) / (float(w.norm()) or 1.0) for x, w in pairs]
-    ok = bool(torch.isfinite(ours).all()) and errors[0] <= 1e-2 and errors[1] <= 1e-2
-    print(f"{at} error ours {errors[0]:.1e} Liger {errors[1]:.1e} {'ok' if ok else 'WRONG'}")
-    return 0 if ok else 1
+    return verdict(at, "Liger", ours, theirs, want, want_theirs)
 
 
 def rms(bundle: Any) -> tuple[int, list[tuple[str, float, float]]]:
