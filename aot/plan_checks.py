@@ -22,12 +22,12 @@ from .config import Config
 from .errors import RecipeError
 from .kernel_env import EnvError, env_at, points
 from .recipe import KernelRecipe, Recipe
+from .recipe.kernel_space import LAUNCH_OPTIONS
 from .targets import GPU
 
 # CUDA's limits on a launch's grid (x, y, z): the loader refuses a call past them.
 MAX_GRID = (2**31 - 1, 65535, 65535)
 _EVAL_ERRORS = (ExprError, ArithmeticError, TypeError, ValueError)
-_LAUNCH = {"num_warps", "num_stages", "maxnreg"}  # launch options: space only, never fixed
 
 
 # --- the cap on the matrix ----------------------------------------------------------------
@@ -172,7 +172,8 @@ def _holds(recipe: Recipe, kr: KernelRecipe, i: int, cons: Expr, env: Mapping[st
         return bool(cons.evaluate(env))
     except _EVAL_ERRORS as exc:
         missing = sorted(cons.names - env.keys())
-        where = "[kernel.space] lists it" if set(missing) <= _LAUNCH else "space or fixed gives it"
+        launch = set(missing) <= set(LAUNCH_OPTIONS)  # launch options: space only, never fixed
+        where = "[kernel.space] lists it" if launch else "space or fixed gives it"
         fix = (f"; {', '.join(missing)} {'has' if len(missing) == 1 else 'have'} a value only "
                f"where {where}: give it there, or leave it out of the constraint"
                ) if missing else ""  # fmt: skip
