@@ -101,7 +101,7 @@ def _passed(k: Shipped, unset: list[str], found: list[Launch]) -> tuple[dict[str
     persistent kernel strides by), with what it passes, and the function that launches."""
     order = [p.name for p in k.params]
     for launch in found:
-        given = {**dict(zip(order, launch.args, strict=False)), **dict(launch.keywords)}
+        given = launch.passes(order)
         out = {n: given[n] for n in unset if n in given and not _literal(given[n])
                and n != TARGET_SMS}  # fmt: skip
         if out:
@@ -116,7 +116,7 @@ def _constants(k: Shipped, names: list[str], found: list[Launch]) -> dict[str, t
     module = getattr(getattr(k.jit, "fn", None), "__globals__", {})
     order, out = [p.name for p in k.params], {}
     for launch in found:
-        given = {**dict(zip(order, launch.args, strict=False)), **dict(launch.keywords)}
+        given = launch.passes(order)
         for n in (n for n in names if n in given and n not in out):
             text = given[n]
             if _literal(text) and type(ast.literal_eval(text)) in (int, float, bool, str):
@@ -251,8 +251,7 @@ def _strides(t: Table, k: Shipped, kinds: _Kinds, found: list[Launch]) -> None:
             if p.name not in kinds.rules and p.name not in kinds.searched]  # fmt: skip
     seen: dict[str, tuple[str, str]] = {}  # constexpr -> (as the launch passes it, call value)
     for launch in found:
-        passed = dict(zip([p.name for p in k.params], launch.args, strict=False))
-        passed.update(launch.keywords)
+        passed = launch.passes([p.name for p in k.params])
         for name, text in passed.items():
             m = _STRIDE.fullmatch(text)
             if name in free and m and name not in seen:

@@ -231,6 +231,10 @@ class Launch:
     # of them is the module's (swiglu_fg_kernel's BLOCK_SIZE = BLOCK_SIZE, a constant).
     bound: frozenset[str] = field(default=frozenset(), compare=False)
 
+    def passes(self, params: Sequence[str]) -> dict[str, str]:
+        """What the launch passes for each of the kernel's ``params`` it gives, as written."""
+        return {**dict(zip(params, self.args, strict=False)), **dict(self.keywords)}
+
 
 def launches(path: Path, attr: str) -> list[Launch]:
     """Every launch of the module-level object ``attr`` in the file at ``path``, directly or
