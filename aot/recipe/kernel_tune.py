@@ -18,6 +18,7 @@ from .validate import Validator
 TUNE_KEYS = (
     "strategy", "budget", "patience", "warm_patience", "seed", "finalists", "rounds",
     "flops", "bytes", "baseline", "tolerance", "predict", "in_place", "first", "draws",
+    "sustain_ms",
 )  # fmt: skip
 STRATEGIES = ("model", "bayes", "random", "grid")
 PREDICTORS = ("heuristic", "cost-model")  # what picks a config where no GPU measured one
@@ -26,7 +27,7 @@ PREDICTORS = ("heuristic", "cost-model")  # what picks a config where no GPU mea
 # 3% of the best in 9 benchmarks cold, 6 warm, against 39 and 17 with the heuristic's order).
 LEARNED_PATIENCE = {"patience": 8, "warm_patience": 4}
 _COUNTS = (("budget", 1), ("patience", 1), ("warm_patience", 1), ("seed", 0), ("finalists", 1),
-           ("rounds", 1), ("draws", 1))  # fmt: skip
+           ("rounds", 1), ("draws", 1), ("sustain_ms", 0))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ class TuneSettings:
     seed: int = 0
     finalists: int = 5  # re-measured interleaved, and verified, before choosing
     rounds: int = 5
+    # Before each final round's timing, the same launches run back to back for this long:
+    # a GPU under sustained load runs at the clock its power cap allows, not at its boost
+    # clock, and that changes which of two close configs is faster (benchmarks/RESULTS.md,
+    # issue 18: the gallery's linear at M = 4096). 0 times the finals from an idle GPU.
+    sustain_ms: int = 100
     # Independent draws of `inputs` a config is timed on, in rotation: for work that
     # depends on the data (an MoE's routing decides how many experts' weights are read).
     draws: int = 1

@@ -18,6 +18,7 @@ import math
 import os
 import random
 import statistics
+import time
 import traceback
 import zlib
 from collections import OrderedDict
@@ -116,9 +117,12 @@ class Worker:
         target_ms: float,
         before: Callable[[list[Any]], Any] | None = None,
         after: Callable[[list[Any]], Any] | None = None,
+        sustain_ms: float = 0.0,
     ) -> list[float]:
         """Per launch, in ms; ``before``/``after`` run around each launch, untimed (the
-        author's reset_to_zero / restore_value)."""
+        author's reset_to_zero / restore_value). With ``sustain_ms``, the same launches run
+        untimed for that long first, so that the timed ones see the clock the GPU keeps
+        under sustained load rather than its boost clock."""
         torch = self.torch
 
         def once(args: list[Any], start: Any, end: Any) -> None:
@@ -137,6 +141,10 @@ class Worker:
             once(sets[0], s, e)
         torch.cuda.synchronize()
         estimate = max(events[1][0].elapsed_time(events[1][1]), 1e-3)
+        if sustain_ms > 0:
+            untimed = (torch.cuda.Event(), torch.cuda.Event())
+            sustain(lambda i: once(sets[i % len(sets)], *untimed), torch.cuda.synchronize,
+                    sustain_ms)  # fmt: skip
         reps = int(min(MAX_REPS, max(MIN_REPS, math.ceil(target_ms / estimate))))
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
                   for _ in range(reps)]  # fmt: skip
@@ -185,7 +193,7 @@ class Worker:
         variant = k.variant_for(*sets[0], **call).id
         before, after = self.hooks(msg, [p.name for p in k.params])
         samples = self.time(lambda a: k(*a, **call), sets, msg.get("target_ms", TARGET_MS),
-                            before, after)  # fmt: skip
+                            before, after, msg.get("sustain_ms", 0.0))  # fmt: skip
         return {"ok": True, "samples": samples, "ms": _typical(samples, len(sets), msg),
                 "variant": variant}  # fmt: skip
 
@@ -194,7 +202,12 @@ class Worker:
         sets = self.input_sets(
             msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"), msg.get("draws", 1)
         )
-        samples = self.time(lambda a: fn(*a), sets, msg.get("target_ms", TARGET_MS))
+        samples = self.time(
+            lambda a: fn(*a),
+            sets,
+            msg.get("target_ms", TARGET_MS),
+            sustain_ms=msg.get("sustain_ms", 0.0),
+        )
         return {"ok": True, "samples": samples, "ms": _typical(samples, len(sets), msg)}
 
     def verify(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -238,6 +251,29 @@ class Worker:
         if op == "baseline":
             return self.baseline(msg)
         return {"ok": False, "reason": f"unknown op {op!r}"}
+
+
+def sustain(
+    launch: Callable[[int], None],
+    synchronize: Callable[[], None],
+    ms: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> int:
+    """Keep the GPU busy with ``launch(i)``, i = 0, 1, …, for ``ms`` of wall time: an
+    H200 running a large matmul reaches its power cap within tens of ms and its clock drops
+    from 1980 MHz to 1350–1900 (benchmarks/probe_sustained.py). Launches go in batches of
+    about 5 ms, each waited for, so the queue stays short and the time spent is the
+    GPU's, not the driver's queue's. Returns the launches made."""
+    batch, done = 1, 0
+    end = clock() + ms / 1e3
+    while (start := clock()) < end:
+        for _ in range(batch):
+            launch(done)
+            done += 1
+        synchronize()
+        took = max(clock() - start, 1e-6)
+        batch = max(1, min(batch * 4, int(batch * 0.005 / took)))
+    return done
 
 
 SENTINEL = 1e30  # a reference value this large marks a sentinel, not data

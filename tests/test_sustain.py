@@ -1,0 +1,128 @@
+"""Final rounds are timed on a GPU kept busy first (``tune.sustain_ms``): under sustained
+load an H200 runs at the clock its power cap allows, and the ranking of close configs
+changes with it (benchmarks/RESULTS.md, issue 18). Real compiles, a fake GPU."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aot.build import TuneOptions, build
+from aot.tune.worker import sustain
+from tests.conftest import env_for
+from tests.fakegpu import H100, FakeWorker
+from tests.test_tune import tune_build
+
+
+def _rebuild(recipe: Path, db: Path, out: Path) -> list[dict[str, Any]]:
+    """The requests a build of ``recipe`` resuming from ``db`` sends a new worker."""
+    worker = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: worker)
+    build(recipe, out, env_for(out.parent / "cache"), out.parent, opts)
+    return worker.requests
+
+
+def _with_baseline(recipe_dir: Path, extra: str = "") -> Path:
+    recipe = recipe_dir / "tune.toml"
+    text = recipe.read_text().replace(
+        "budget = 12", f'baseline = "kernels/small.py:not_a_kernel"\n{extra}budget = 12'
+    )
+    recipe.write_text(text)
+    return recipe
+
+
+def _db(bundle: Path) -> Path:
+    return Path(str(bundle).replace(".aotc", ".tunedb.jsonl"))
+
+
+def test_finals_and_the_baseline_are_timed_after_100_ms_of_load(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    _with_baseline(recipe_dir)
+    worker = FakeWorker()
+    tune_build(recipe_dir, tmp_path, worker)
+    finals = [q for q in worker.requests if q["op"] == "bench" and "sustain_ms" in q]
+    search = [q for q in worker.requests if q["op"] == "bench" and "sustain_ms" not in q]
+    baselines = [q for q in worker.requests if q["op"] == "baseline"]
+    assert finals and search and baselines
+    assert {q["sustain_ms"] for q in finals + baselines} == {100}
+    assert {q["target_ms"] for q in finals} == {10.0}
+
+
+def test_the_recipe_sets_how_long_and_0_times_from_an_idle_gpu(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    _with_baseline(recipe_dir, "sustain_ms = 0\n")
+    worker = FakeWorker()
+    tune_build(recipe_dir, tmp_path, worker)
+    timed = [q for q in worker.requests if q["op"] in ("bench", "baseline")]
+    assert timed and all(q.get("sustain_ms", 0) == 0 for q in timed)
+
+
+def test_finals_timed_from_an_idle_gpu_are_measured_again_and_nothing_else(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A database from before sustained finals (a final's setup without the load, a
+    baseline without a setup) keeps its search benchmarks and verifications; its finals and
+    baselines are taken again. A database whose finals were sustained is reused whole."""
+    recipe = _with_baseline(recipe_dir, "sustain_ms = 0\n")
+    db = _db(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
+    recipe.write_text(recipe.read_text().replace("sustain_ms = 0\n", ""))
+    again = _rebuild(recipe, db, tmp_path / "b.aotc")
+    assert again and {q["op"] for q in again} == {"bench", "baseline"}
+    assert all(q["sustain_ms"] == 100 for q in again)
+    assert _rebuild(recipe, db, tmp_path / "c.aotc") == []
+
+
+def test_a_final_without_a_setup_is_measured_again_a_benchmark_is_not(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    db = _db(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
+    rows = [json.loads(line) for line in db.read_text().splitlines()]
+    for row in rows:
+        row.get("extra", {}).pop("setup", None)
+    db.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    again = _rebuild(recipe_dir / "tune.toml", db, tmp_path / "b.aotc")
+    assert again and all(q["op"] == "bench" and q["sustain_ms"] == 100 for q in again)
+
+
+def test_a_negative_sustain_is_refused_by_key(recipe_dir: Path) -> None:
+    from aot.plan import make_plan
+    from aot.recipe import RecipeError, load
+
+    recipe = _with_baseline(recipe_dir, "sustain_ms = -5\n")
+    with pytest.raises(RecipeError, match=r"scale\.tune\.sustain_ms: -5 is below the minimum 0"):
+        make_plan(load(recipe))
+
+
+class _Clock:
+    """Wall time that a synchronize advances by the launches it waited for."""
+
+    def __init__(self, launch_ms: float) -> None:
+        self.now, self.pending, self.launch_ms = 0.0, 0, launch_ms
+        self.batches: list[int] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def launch(self, i: int) -> None:
+        self.pending += 1
+
+    def synchronize(self) -> None:
+        self.batches.append(self.pending)
+        self.now += self.pending * self.launch_ms / 1e3
+        self.pending = 0
+
+
+@pytest.mark.parametrize("launch_ms", [0.002, 0.3, 40.0])
+def test_sustain_keeps_the_gpu_busy_for_the_time_in_short_waited_batches(
+    launch_ms: float,
+) -> None:
+    clock = _Clock(launch_ms)
+    made = sustain(clock.launch, clock.synchronize, 100, clock)
+    assert made == sum(clock.batches) and clock.pending == 0
+    assert 0.1 <= clock.now <= 0.1 + max(0.0201, launch_ms / 1e3)  # never 4 batches over
+    assert max(clock.batches) * launch_ms <= max(20.0, launch_ms)  # each batch ≲ 5 ms × 4
