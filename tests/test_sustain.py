@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from aot.build import TuneOptions, build
+from aot.tune.db import Record
 from aot.tune.worker import sustain
 from tests.conftest import env_for
 from tests.fakegpu import H100, FakeWorker
@@ -126,3 +127,41 @@ def test_sustain_keeps_the_gpu_busy_for_the_time_in_short_waited_batches(
     assert made == sum(clock.batches) and clock.pending == 0
     assert 0.1 <= clock.now <= 0.1 + max(0.0201, launch_ms / 1e3)  # never 4 batches over
     assert max(clock.batches) * launch_ms <= max(20.0, launch_ms)  # each batch ≲ 5 ms × 4
+
+
+def test_a_retune_does_not_let_another_configs_idle_gpu_finals_win(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A database tuned from an idle GPU, then re-tuned with sustained finals: only the
+    current finalists are measured again, so another config's old finals (faster, at the
+    boost clock) are still there. The choice reads the sustained ones alone; a database
+    with none (all from before) is read whole."""
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from aot.tune.db import TuningDB, read
+    from aot.tune.decide import outcomes
+
+    recipe = _with_baseline(recipe_dir, "sustain_ms = 0\n")
+    db = _db(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
+    recipe.write_text(recipe.read_text().replace("sustain_ms = 0\n", ""))
+    _rebuild(recipe, db, tmp_path / "b.aotc")
+    plan = make_plan(load(recipe))
+    records = list(read(db))
+    fresh = {r.config for r in records if r.kind == "final" and r.extra.get("sustain_ms")}
+    # Another config's idle-GPU finals, ten times faster than anything sustained:
+    stale = next(c.id for c in plan.instances[0].configs if c.id not in fresh)
+    template = next(r for r in records if r.kind == "final" and r.config in fresh)
+    fake = [Record(**{**template.__dict__, "config": stale, "round": i, "ms": 1e-3,
+                      "extra": {}}) for i in range(3)]  # fmt: skip
+    passed = next(r for r in records if r.kind == "verify" and r.problem == template.problem)
+    fake.append(Record(**{**passed.__dict__, "config": stale}))
+    mixed = TuningDB(None)
+    for r in [*records, *fake]:
+        mixed.add(r)
+    chosen = {o.config.id for per in outcomes(plan, mixed).values() for o in per.values()}
+    assert chosen and stale not in chosen and chosen <= fresh
+    old = TuningDB(None)
+    for r in [*(r for r in records if not r.extra.get("sustain_ms")), *fake]:
+        old.add(r)
+    assert any(o.config.id == stale for per in outcomes(plan, old).values()
+               for o in per.values())  # fmt: skip

@@ -141,7 +141,7 @@ class Measurer:
             "in_place": list(inst.kernel.tune.in_place),
         }
 
-    def _store(self, rec: Record, reply: dict[str, Any], **extra: str) -> Record:
+    def _store(self, rec: Record, reply: dict[str, Any], **extra: Any) -> Record:
         if self._stopped.is_set():
             raise cf.CancelledError("tuning was stopped")
         kept: dict[str, Any] = {k: reply[k] for k in ("error", "tolerance", "variant", "checks")
@@ -183,9 +183,11 @@ class Measurer:
             return None, False  # the compile failure is in the cache and the report
         msg = self._request(inst, config, compiled)
         msg.update(op="bench", **self._at(inst, problem(inst, bucket), config))
+        timing: dict[str, Any] = {}
         if kind == FINAL:
-            msg.update(target_ms=FINAL_TARGET_MS, sustain_ms=inst.kernel.tune.sustain_ms)
-        rec = self._store(probe, worker.request(msg), setup=_setup(inst, config, kind))
+            timing["sustain_ms"] = inst.kernel.tune.sustain_ms
+            msg.update(target_ms=FINAL_TARGET_MS, **timing)
+        rec = self._store(probe, worker.request(msg), setup=_setup(inst, config, kind), **timing)
         return (rec.ms if rec.ok else None), True
 
     def verify(
@@ -237,7 +239,7 @@ class Measurer:
             "target_ms": FINAL_TARGET_MS,
             "sustain_ms": inst.kernel.tune.sustain_ms,
         }
-        self._store(probe, worker.request(msg), setup=setup)
+        self._store(probe, worker.request(msg), setup=setup, sustain_ms=msg["sustain_ms"])
 
 
 def triton_version() -> str:
