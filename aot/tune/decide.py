@@ -165,6 +165,12 @@ def outcome(
     return Outcome(by_id[cid], device, True if has_reference else None, metrics)
 
 
+def sustain_of(r: Record) -> int:
+    """How long the GPU was kept busy before a final round or baseline was timed
+    (``tune.sustain_ms``; 0, from an idle GPU, for every record from before it)."""
+    return int(r.extra.get("sustain_ms", 0))
+
+
 def timed_as_now(inst: Instance, records: list[Record]) -> list[Record]:
     """``records`` without the final rounds and baselines timed otherwise than the recipe
     times them now (``tune.sustain_ms``), where some were timed that way: a re-tune
@@ -175,8 +181,8 @@ def timed_as_now(inst: Instance, records: list[Record]) -> list[Record]:
     out = list(records)
     for kind in (FINAL, BASELINE):
         mine = [r for r in records if r.kind == kind]
-        if any(r.extra.get("sustain_ms", 0) == want for r in mine):
-            out = [r for r in out if r.kind != kind or r.extra.get("sustain_ms", 0) == want]
+        if any(sustain_of(r) == want for r in mine):
+            out = [r for r in out if r.kind != kind or sustain_of(r) == want]
     return out
 
 

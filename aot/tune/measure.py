@@ -22,7 +22,16 @@ from ..kernel_env import env_at, fixed_for, sizes_at
 from ..pack import kernel_record, variant_ids, variant_record
 from ..plan import Config, Instance, Plan
 from .db import Record, TuningDB
-from .decide import BASELINE, BASELINE_CONFIG, BENCH, FINAL, VERIFY, off_bucket, problem
+from .decide import (
+    BASELINE,
+    BASELINE_CONFIG,
+    BENCH,
+    FINAL,
+    VERIFY,
+    off_bucket,
+    problem,
+    sustain_of,
+)
 from .gpu import GpuInfo, GpuWorker, matches
 
 FINAL_TARGET_MS = 10.0
@@ -84,16 +93,18 @@ class Measurer:
         specialised since runs several times faster; a new, more specialized variant the
         call would now run instead), or times taken over another number of ``tune.draws``.
         A record names how it was measured (``setup``: the variants the config was compiled
-        to, which dispatch a call the same way, the draws, and for a final round how long
-        the GPU was kept busy first). A record from before that field was kept is current
-        if the variant that ran is still planned, the kernel is timed over one draw (such a
-        record does not say over how many it was), and it is not a final round's (those
-        were timed at the GPU's boost clock). Others are measured again, and the new record
-        replaces the old."""
+        to, which dispatch a call the same way, and the draws; a final round also its
+        ``sustain_ms``, and one timed under another load than the recipe asks is not
+        current). A record from before ``setup`` was kept is current if the variant that
+        ran is still planned, and the kernel is timed over one draw (such a record does not
+        say over how many it was). Others are measured again, and the new record replaces
+        the old."""
+        if known.kind == FINAL and sustain_of(known) != inst.kernel.tune.sustain_ms:
+            return False
         setup = known.extra.get("setup")
         if setup is not None:
-            return bool(setup == _setup(inst, config, known.kind))
-        if inst.kernel.tune.draws > 1 or (known.kind == FINAL and _sustained(inst)):
+            return bool(setup == _setup(inst, config))
+        if inst.kernel.tune.draws > 1:
             return False
         ran = known.extra.get("variant")
         return ran is None or ran in variant_ids(inst, config)
@@ -187,7 +198,7 @@ class Measurer:
         if kind == FINAL:
             timing["sustain_ms"] = inst.kernel.tune.sustain_ms
             msg.update(target_ms=FINAL_TARGET_MS, **timing)
-        rec = self._store(probe, worker.request(msg), setup=_setup(inst, config, kind), **timing)
+        rec = self._store(probe, worker.request(msg), setup=_setup(inst, config), **timing)
         return (rec.ms if rec.ok else None), True
 
     def verify(
@@ -224,8 +235,8 @@ class Measurer:
         for the kernel."""
         probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE, round_)
         known = self.db.get(probe)
-        setup = _sustained(inst)
-        if known is not None and known.ok and known.extra.get("setup", "") == setup:
+        want = inst.kernel.tune.sustain_ms
+        if known is not None and known.ok and sustain_of(known) == want:
             return  # a failed one, or one timed otherwise than the finals now are, again
         at = self._at(inst, problem(inst, bucket), config)
         msg = {
@@ -237,9 +248,9 @@ class Measurer:
             "config": at["config"],
             "dtypes": dict(inst.dtypes),
             "target_ms": FINAL_TARGET_MS,
-            "sustain_ms": inst.kernel.tune.sustain_ms,
+            "sustain_ms": want,
         }
-        self._store(probe, worker.request(msg), setup=setup, sustain_ms=msg["sustain_ms"])
+        self._store(probe, worker.request(msg), sustain_ms=want)
 
 
 def triton_version() -> str:
@@ -248,18 +259,8 @@ def triton_version() -> str:
     return str(triton.__version__)
 
 
-def _setup(inst: Instance, config: Config, kind: str) -> str:
+def _setup(inst: Instance, config: Config) -> str:
     """How ``config`` is measured, as a short digest: the ids of the variants it is
-    compiled to, the number of draws of the inputs, and for a final round how long the GPU
-    is kept busy before it is timed."""
-    words = [*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"]
-    if kind == FINAL and _sustained(inst):
-        words.append(_sustained(inst))
-    return hashlib.sha256(" ".join(words).encode()).hexdigest()[:12]
-
-
-def _sustained(inst: Instance) -> str:
-    """How a final round (and the baseline beside it) is timed, when not at once from an
-    idle GPU: after ``tune.sustain_ms`` of the same launches back to back."""
-    ms = inst.kernel.tune.sustain_ms
-    return f"sustain={ms}ms" if ms else ""
+    compiled to, and the number of draws of the inputs."""
+    text = " ".join([*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
