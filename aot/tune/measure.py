@@ -21,6 +21,7 @@ from ..dtypes import KERNEL_TOLERANCE
 from ..kernel_env import env_at, fixed_for, sizes_at
 from ..pack import kernel_record, variant_ids, variant_record
 from ..plan import Config, Instance, Plan
+from ..recipe import KernelRecipe
 from .db import Record, TuningDB
 from .decide import (
     BASELINE,
@@ -119,7 +120,8 @@ class Measurer:
     def _at(self, inst: Instance, point: Mapping[str, int], config: Config) -> dict[str, Any]:
         """What a request needs to run at ``point`` under ``config``: every size (those
         written as expressions of the config included), the call values passed by
-        keyword, and the config's values (``inputs`` may take them)."""
+        keyword, the config's values (``inputs`` may take them), and the point itself as
+        the seed of the random inputs, the same for every candidate."""
         kr = inst.kernel
         sizes = sizes_at(kr, point, config)
         call = {n: sizes[n] for n, c in kr.call.items() if c.arg is None and n in sizes}
@@ -127,7 +129,8 @@ class Measurer:
             env = env_at(kr, point, config)
             call.update({h: env[h] for h in kr.host})
         values = {**fixed_for(kr, dict(inst.dtypes), inst.target.sms), **config.values()}
-        return {"sizes": sizes, "call": call, "config": values}
+        seed = repr(sorted(point.items()))
+        return {"sizes": sizes, "call": call, "config": values, "seed": seed}
 
     def _request(self, inst: Instance, config: Config, compiled: list[Compiled]) -> dict[str, Any]:
         ok = [c for c in compiled if c.ok]
@@ -246,6 +249,7 @@ class Measurer:
             "draws": inst.kernel.tune.draws,
             "sizes": at["sizes"],
             "config": at["config"],
+            "seed": at["seed"],
             "dtypes": dict(inst.dtypes),
             "target_ms": FINAL_TARGET_MS,
             "sustain_ms": want,
@@ -261,6 +265,18 @@ def triton_version() -> str:
 
 def _setup(inst: Instance, config: Config) -> str:
     """How ``config`` is measured, as a short digest: the ids of the variants it is
-    compiled to, and the number of draws of the inputs."""
-    text = " ".join([*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"])
-    return hashlib.sha256(text.encode()).hexdigest()[:12]
+    compiled to, the number of draws of the inputs, and, where a size is written in the
+    config's terms, that the inputs are seeded by the bucket alone (before, such sizes
+    changed each candidate's random data, an MoE's routing among them: records from then
+    compared different work, and are measured again)."""
+    words = [*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"]
+    if _sized_by_config(inst.kernel):
+        words.append("seed=bucket")
+    return hashlib.sha256(" ".join(words).encode()).hexdigest()[:12]
+
+
+def _sized_by_config(kr: KernelRecipe) -> bool:
+    """Whether a size is an expression of the config (of a name that is not a bucket key,
+    a size or a fixed value)."""
+    plain = {*kr.buckets, *kr.sizes, *kr.size_exprs, *kr.fixed}
+    return any(e.names - plain for e in kr.size_exprs.values())

@@ -70,10 +70,13 @@ class Worker:
         dtypes: dict[str, str],
         config: dict[str, Any] | None = None,
         draws: int = 1,
+        seed: str | None = None,
     ) -> list[list[Any]]:
         """The input sets a problem is timed on, in rotation: ``draws`` independent draws
         (for work that depends on the data, an MoE's routing), and more copies where one
-        fits in L2."""
+        fits in L2. ``seed`` names the problem apart from the config (the bucket's point):
+        sizes written in the config's terms (an MoE's padded length) differ between
+        candidates, and must not change the data they are timed on."""
         make = with_config(load_function(ref), config)
         # Inputs that do not depend on the config are shared by every candidate.
         mine = config if isinstance(make, functools.partial) else None
@@ -81,13 +84,14 @@ class Worker:
         key = repr((problem, mine, draws))
         sets = self.inputs.get(key)
         if sets is None:
-            first = self._made(make, sizes, dtypes, problem, 0)
+            drawn = problem if seed is None else repr((ref, seed, sorted(dtypes.items())))
+            first = self._made(make, sizes, dtypes, drawn, 0)
             sets = [first]
             # Rotate among copies when one set fits in L2, so repetitions read cold data.
             n = self._nbytes(first)
             count = min(8, self.l2 // n) if 0 < n * 2 <= self.l2 else 0
             count = max(count, draws - 1)
-            sets += [self._made(make, sizes, dtypes, problem, i + 1) for i in range(count)]
+            sets += [self._made(make, sizes, dtypes, drawn, i + 1) for i in range(count)]
             self.inputs[key] = sets
             while len(self.inputs) > 3:
                 self.inputs.popitem(last=False)
@@ -185,9 +189,8 @@ class Worker:
     # -- requests ---------------------------------------------------------------------
     def bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         k = self.kernel(msg)
-        sets = self.input_sets(
-            msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"), msg.get("draws", 1)
-        )
+        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"),
+                               msg.get("draws", 1), msg.get("seed"))  # fmt: skip
         sets = [_bound(a, k, msg["dtypes"]) for a in sets]
         call = msg.get("call", {})
         variant = k.variant_for(*sets[0], **call).id
@@ -199,9 +202,8 @@ class Worker:
 
     def baseline(self, msg: dict[str, Any]) -> dict[str, Any]:
         fn = load_function(msg["fn"])
-        sets = self.input_sets(
-            msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"), msg.get("draws", 1)
-        )
+        sets = self.input_sets(msg["inputs"], msg["sizes"], msg["dtypes"], msg.get("config"),
+                               msg.get("draws", 1), msg.get("seed"))  # fmt: skip
         samples = self.time(
             lambda a: fn(*a),
             sets,

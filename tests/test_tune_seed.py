@@ -1,0 +1,105 @@
+"""Every candidate config is timed on the same random inputs, even where a size is written
+in the config's terms (an MoE's padded length, ``EM = tokens * top_k + E * (BLOCK_M - 1)``).
+Seeded by its sizes, each block size drew its own routing, and a few tokens reached a
+different number of experts per candidate: the MoE's 8-token bucket ranked a config 13%
+ahead that ran 1% behind on the same data (benchmarks/RESULTS.md, issue 18)."""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from aot.tune import measure
+from tests.fakegpu import FakeWorker
+from tests.test_tune import tune_build
+
+
+def _worker(tmp_path: Path) -> tuple[Any, str]:
+    """A worker's input side (no GPU) with an ``inputs`` that takes the config."""
+    torch = pytest.importorskip("torch")
+    from aot.tune.worker import Worker
+
+    (tmp_path / "inputs.py").write_text(
+        "import torch\ndef make(sizes, dtypes, config):\n"
+        "    return [torch.randint(0, 8, (sizes['tokens'],)), sizes['EM']]\n"
+    )
+    w = Worker.__new__(Worker)
+    w.torch, w.l2, w.inputs = torch, 64, OrderedDict()
+    return w, f"{tmp_path / 'inputs.py'}:make"
+
+
+def test_a_size_in_the_configs_terms_does_not_change_the_draws(tmp_path: Path) -> None:
+    import torch
+
+    w, ref = _worker(tmp_path)
+    seed = repr([("tokens", 64)])
+    sets = [
+        w.input_sets(ref, {"tokens": 64, "EM": 64 + 8 * (block - 1)}, {"T": "bf16"},
+                     {"BLOCK_M": block}, draws=4, seed=seed)  # fmt: skip
+        for block in (16, 32)
+    ]
+    assert [s[0][1] for s in sets] == [184, 312]  # each laid out for its own block size
+    assert all(torch.equal(x[0], y[0]) for x, y in zip(*sets, strict=True))
+    # Without the seed, the sizes seed the draws: the bug this fixes.
+    unseeded = [
+        w.input_sets(ref, {"tokens": 64, "EM": em}, {"T": "bf16"}, {"BLOCK_M": 1}, draws=1)
+        for em in (184, 312)
+    ]
+    assert not torch.equal(unseeded[0][0][0], unseeded[1][0][0])
+
+
+def _padded(recipe_dir: Path) -> None:
+    """The test recipe with a size written in the config's terms."""
+    recipe = recipe_dir / "tune.toml"
+    text = recipe.read_text().replace(
+        'grid = "cdiv(n, BLOCK)"',
+        'grid = "cdiv(padded, BLOCK)"\ncall = { padded = "keyword" }\n'
+        'sizes = { padded = "n + BLOCK - 1" }',
+    )
+    recipe.write_text(text)
+
+
+def test_every_candidate_of_a_bucket_is_seeded_by_the_bucket(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    _padded(recipe_dir)
+    worker = FakeWorker()
+    tune_build(recipe_dir, tmp_path, worker)
+    benches = [q for q in worker.requests if q["op"] == "bench"]
+    by_bucket: dict[int, list[dict[str, Any]]] = {}
+    for q in benches:
+        by_bucket.setdefault(q["sizes"]["n"], []).append(q)
+    assert sorted(by_bucket) == [4096, 1048576]
+    for n, qs in by_bucket.items():
+        assert {q["seed"] for q in qs} == {repr([("n", n)])}
+        assert len({q["sizes"]["padded"] for q in qs}) > 1  # the sizes differ, the seed not
+
+
+def test_records_from_before_the_seed_are_measured_again(
+    recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records of such a kernel timed before the fix compared different data: a tune
+    resuming from them measures them again. A kernel without such sizes keeps its own."""
+    _padded(recipe_dir)
+    with monkeypatch.context() as m:
+        m.setattr(measure, "_sized_by_config", lambda kr: False)  # the setup before the fix
+        first = tune_build(recipe_dir, tmp_path, FakeWorker())
+    db = Path(str(first.bundle).replace(".aotc", ".tunedb.jsonl"))
+    before = [json.loads(line) for line in db.read_text().splitlines()]
+    worker = FakeWorker()
+    tune_build(recipe_dir, tmp_path, worker)
+    timed = {json.dumps(r["values"], sort_keys=True) for r in before if r["kind"] == "bench"}
+    again = {json.dumps(q["config"], sort_keys=True) for q in worker.requests
+             if q["op"] == "bench" and "sustain_ms" not in q}  # fmt: skip
+    assert timed and timed <= again
+
+
+def test_a_kernel_without_such_sizes_keeps_its_records(recipe_dir: Path, tmp_path: Path) -> None:
+    tune_build(recipe_dir, tmp_path, FakeWorker())
+    worker = FakeWorker()
+    tune_build(recipe_dir, tmp_path, worker)
+    assert not [q for q in worker.requests if q["op"] == "bench"]
