@@ -10,8 +10,11 @@
 - host cost per call: a descriptor kernel's call against a plain-pointer kernel's call
   (the same product with in-kernel descriptors), each piece timed on the host alone.
 
-Ratios are the baseline's time over ours: above 1, the bundle is faster. Times are
-medians of triton.testing.do_bench (L2 flushed between runs).
+Ratios are the baseline's time over ours: above 1, the bundle is faster. The functions
+compared at a shape are timed in interleaved rounds, the order rotating each round (each
+round a median of triton.testing.do_bench, L2 flushed between runs); a time is the median
+of its rounds. Timed one after the other, the second ran on a GPU its predecessor had
+heated, up to 6% slower for the same code (benchmarks/RESULTS.md, issue 21).
 
     python benchmarks/hopper_bench.py --bundle hopper.aotc [--json out.json]
 """
@@ -19,6 +22,7 @@ medians of triton.testing.do_bench (L2 flushed between runs).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import statistics
@@ -34,6 +38,21 @@ def bench(fn: Any) -> float:
     import triton
 
     return float(triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median")) * 1e3
+
+
+def interleaved(
+    fns: dict[str, Any], rounds: int = 5, within: dict[str, Any] | None = None
+) -> dict[str, list[float]]:
+    """µs of each function in each of ``rounds`` rounds; round ``i`` starts at function
+    ``i`` (mod their number), so that no function always follows another. ``within``: a
+    context a function is timed inside (an SDPA backend's), entered outside the timing."""
+    keys = list(fns)
+    out: dict[str, list[float]] = {k: [] for k in keys}
+    for i in range(rounds):
+        for key in keys[i % len(keys) :] + keys[: i % len(keys)]:
+            with (within or {}).get(key, contextlib.nullcontext)():
+                out[key].append(bench(fns[key]))
+    return out
 
 
 def _hopper_calls() -> Any:
@@ -59,36 +78,40 @@ def matmul_rows(bundle: Any, ms: list[int]) -> list[dict[str, Any]]:
             c = torch.empty(m, n, device="cuda", dtype=dtype)
             ws, locks = workspace(m, n, split.launch_config(dtypes={"T": name}, M=m))
             args = (a, b, c, ws, locks, m, n, k)
-            ours = bench(functools.partial(op, *args))
-            alone = bench(functools.partial(persistent, a, b, c, m, n, k))
-            ref = bench(functools.partial(torch.mm, a, b, out=c))
+            times = interleaved({
+                "ours": functools.partial(op, *args),
+                "alone": functools.partial(persistent, a, b, c, m, n, k),
+                "cublas": functools.partial(torch.mm, a, b, out=c),
+            })  # fmt: skip
+            ours, alone, ref = (statistics.median(times[k]) for k in ("ours", "alone", "cublas"))
+            each = [r / o for r, o in zip(times["cublas"], times["ours"], strict=True)]
             routed = op.route(*args)[0]
             v = routed.variant_for(*(args if routed.name == split.name else (a, b, c, m, n, k)))
             config = {**v.meta, "warps": v.num_warps, "stages": v.num_stages}
             rows.append({"dtype": name, "M": m, "ours_us": ours, "cublas_us": ref,
                          "ratio": ref / ours, "tflops": 2 * m * n * k / ours / 1e6,
-                         "kernel": routed.name, "persistent_us": alone,
-                         "config": config})  # fmt: skip
+                         "ratio_rounds": [min(each), max(each)], "kernel": routed.name,
+                         "persistent_us": alone, "config": config})  # fmt: skip
             print(f"[hopper_bench] matmul {rows[-1]}", file=sys.stderr, flush=True)
     return rows
 
 
-def _sdpa_best(q: Any, k: Any, v: Any, causal: bool) -> tuple[float, str]:
+def _sdpa_backends(q: Any, k: Any, v: Any, causal: bool) -> dict[str, Any]:
+    """Each of PyTorch's SDPA backends that runs this shape: its name -> the context that
+    selects it."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    best = (float("inf"), "")
+    found = {}
     for backend in (SDPBackend.FLASH_ATTENTION, SDPBackend.CUDNN_ATTENTION,
                     SDPBackend.EFFICIENT_ATTENTION):  # fmt: skip
         try:
             with sdpa_kernel(backend):
                 torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                t = bench(lambda: torch.nn.functional.scaled_dot_product_attention(
-                    q, k, v, is_causal=causal))  # fmt: skip
         except RuntimeError:
             continue
-        best = min(best, (t, backend.name))
-    return best
+        found[backend.name] = functools.partial(sdpa_kernel, backend)
+    return found
 
 
 def attention_rows(bundle: Any, lengths: list[int], heads: int) -> list[dict[str, Any]]:
@@ -104,8 +127,13 @@ def attention_rows(bundle: Any, lengths: list[int], heads: int) -> list[dict[str
                            for _ in range(3))  # fmt: skip
                 o = torch.empty_like(q)
                 flat = [t.view(z * heads * n, d) for t in (q, k, v, o)]
-                ours = bench(functools.partial(kernel, *flat, d**-0.5, z, heads, n))
-                ref, backend = _sdpa_best(q, k, v, causal)
+                sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention,
+                                         q, k, v, is_causal=causal)  # fmt: skip
+                backends = _sdpa_backends(q, k, v, causal)
+                fns = {"ours": functools.partial(kernel, *flat, d**-0.5, z, heads, n)}
+                times = interleaved({**fns, **dict.fromkeys(backends, sdpa)}, 3, backends)
+                ours = statistics.median(times.pop("ours"))
+                ref, backend = min((statistics.median(t), name) for name, t in times.items())
                 flops = 4 * z * heads * n * n * d / (2 if causal else 1)
                 rows.append({"d": d, "causal": causal, "Z": z, "H": heads, "N": n,
                              "ours_us": ours, "sdpa_us": ref, "backend": backend,
@@ -187,7 +215,8 @@ def main() -> None:
             f" split {cfg.get('SPLIT_K', 1)} w{cfg['warps']} s{cfg['stages']}"
         )
         print(f"matmul {r['dtype']:9} M={r['M']:5}  ours {r['ours_us']:8.1f} us  cuBLAS "
-              f"{r['cublas_us']:8.1f} us  {r['ratio']:.2f}x  persistent alone "
+              f"{r['cublas_us']:8.1f} us  {r['ratio']:.2f}x ({r['ratio_rounds'][0]:.2f}-"
+              f"{r['ratio_rounds'][1]:.2f})  persistent alone "
               f"{r['cublas_us'] / r['persistent_us']:.2f}x  ({pick})")  # fmt: skip
     for r in out.get("attention", []):
         print(f"attention d={r['d']:3} causal={r['causal']!s:5} {r['Z']}x{r['H']}x{r['N']:<6} "
