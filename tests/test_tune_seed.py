@@ -37,10 +37,10 @@ def test_a_size_in_the_configs_terms_does_not_change_the_draws(tmp_path: Path) -
 
     w, ref = _worker(tmp_path)
     seed = repr([("tokens", 64)])
+    sizes = [{"tokens": 64, "EM": 64 + 8 * (block - 1)} for block in (16, 32)]
     sets = [
-        w.input_sets(ref, {"tokens": 64, "EM": 64 + 8 * (block - 1)}, {"T": "bf16"},
-                     {"BLOCK_M": block}, draws=4, seed=seed)  # fmt: skip
-        for block in (16, 32)
+        w.input_sets(ref, s, {"T": "bf16"}, {"BLOCK_M": b}, draws=4, seed=seed)
+        for s, b in zip(sizes, (16, 32), strict=True)
     ]
     assert [s[0][1] for s in sets] == [184, 312]  # each laid out for its own block size
     assert all(torch.equal(x[0], y[0]) for x, y in zip(*sets, strict=True))
@@ -86,7 +86,7 @@ def test_records_from_before_the_seed_are_measured_again(
     resuming from them measures them again. A kernel without such sizes keeps its own."""
     _padded(recipe_dir)
     with monkeypatch.context() as m:
-        m.setattr(measure, "_sized_by_config", lambda kr: False)  # the setup before the fix
+        m.setattr(measure, "_seeded", lambda inst: {})  # the records before the fix
         first = tune_build(recipe_dir, tmp_path, FakeWorker())
     db = Path(str(first.bundle).replace(".aotc", ".tunedb.jsonl"))
     before = [json.loads(line) for line in db.read_text().splitlines()]
@@ -96,6 +96,46 @@ def test_records_from_before_the_seed_are_measured_again(
     again = {json.dumps(q["config"], sort_keys=True) for q in worker.requests
              if q["op"] == "bench" and "sustain_ms" not in q}  # fmt: skip
     assert timed and timed <= again
+    after = [json.loads(line) for line in db.read_text().splitlines()][len(before) :]
+    assert {r["extra"].get("seed") for r in after if r["kind"] != "verify"} == {"bucket"}
+
+
+def test_a_choice_does_not_compare_unseeded_timings_with_seeded_ones(
+    recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-tune re-measures only the configs its search visits: another config's timing
+    from before (on its own draws) stays in the database, and must not win against the
+    seeded ones. A database with none seeded is read whole, as before."""
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from aot.tune.db import Record, TuningDB, read
+    from aot.tune.decide import outcomes
+
+    _padded(recipe_dir)
+    with monkeypatch.context() as m:
+        m.setattr(measure, "_seeded", lambda inst: {})
+        db = Path(str(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
+                  .replace(".aotc", ".tunedb.jsonl"))  # fmt: skip
+    unseeded = list(read(db))
+    tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
+    records = list(read(db))
+    plan = make_plan(load(recipe_dir / "tune.toml"))
+    fresh = {r.config for r in records if r.kind == "final" and r.extra.get("seed")}
+    stale = next(c.id for c in plan.instances[0].configs if c.id not in fresh)
+    template = next(r for r in records if r.kind == "final" and r.config in fresh)
+    fake = [Record(**{**template.__dict__, "config": stale, "round": i, "ms": 1e-3,
+                      "extra": {"sustain_ms": 100}}) for i in range(3)]  # fmt: skip
+    passed = next(r for r in records if r.kind == "verify" and r.problem == template.problem)
+    fake.append(Record(**{**passed.__dict__, "config": stale}))
+
+    def chosen(rs: list[Record]) -> set[str]:
+        mixed = TuningDB(None)
+        for r in rs:
+            mixed.add(r)
+        return {o.config.id for per in outcomes(plan, mixed).values() for o in per.values()}
+
+    assert stale not in chosen([*records, *fake]) and chosen([*records, *fake]) <= fresh
+    assert stale in chosen([*unseeded, *fake])
 
 
 def test_a_kernel_without_such_sizes_keeps_its_records(recipe_dir: Path, tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from .gpu import device_matches
 
 BENCH, FINAL, VERIFY, BASELINE = "bench", "final", "verify", "baseline"
 BASELINE_CONFIG = "baseline"
+SEEDED = "bucket"  # a timing's ``seed``: its inputs were seeded by the bucket alone
 
 
 def problem(inst: Instance, bucket: tuple[int, ...]) -> dict[str, int]:
@@ -172,17 +173,25 @@ def sustain_of(r: Record) -> int:
 
 
 def timed_as_now(inst: Instance, records: list[Record]) -> list[Record]:
-    """``records`` without the final rounds and baselines timed otherwise than the recipe
-    times them now (``tune.sustain_ms``), where some were timed that way: a re-tune
-    re-measures only the current finalists, and another config's finals from an idle GPU
-    (faster, at its boost clock) must not win against them. A database with none timed
-    the current way is read whole, as it was before."""
+    """``records`` without the timings taken otherwise than the tuner takes them now,
+    where some were taken that way: a re-tune re-measures only the configs its search
+    visits, and another config's old timing must not win against them.
+
+    - Final rounds and baselines timed otherwise than ``tune.sustain_ms`` (from an idle
+      GPU: faster, at its boost clock).
+    - For a kernel with a size in its config's terms, timings whose inputs were not
+      seeded by the bucket alone (``seed``: each block size timed on its own routing).
+
+    A database with none timed the current way is read whole, as it was before."""
     want = inst.kernel.tune.sustain_ms
     out = list(records)
     for kind in (FINAL, BASELINE):
         mine = [r for r in records if r.kind == kind]
         if any(sustain_of(r) == want for r in mine):
             out = [r for r in out if r.kind != kind or sustain_of(r) == want]
+    if any(r.extra.get("seed") == SEEDED for r in out):
+        timed = (BENCH, FINAL, BASELINE)
+        out = [r for r in out if r.kind not in timed or r.extra.get("seed") == SEEDED]
     return out
 
 

@@ -21,13 +21,13 @@ from ..dtypes import KERNEL_TOLERANCE
 from ..kernel_env import env_at, fixed_for, sizes_at
 from ..pack import kernel_record, variant_ids, variant_record
 from ..plan import Config, Instance, Plan
-from ..recipe import KernelRecipe
 from .db import Record, TuningDB
 from .decide import (
     BASELINE,
     BASELINE_CONFIG,
     BENCH,
     FINAL,
+    SEEDED,
     VERIFY,
     off_bucket,
     problem,
@@ -93,14 +93,20 @@ class Measurer:
         database holds the old variants' times under config ids still planned (a stride
         specialised since runs several times faster; a new, more specialized variant the
         call would now run instead), or times taken over another number of ``tune.draws``.
-        A record names how it was measured (``setup``: the variants the config was compiled
-        to, which dispatch a call the same way, and the draws; a final round also its
-        ``sustain_ms``, and one timed under another load than the recipe asks is not
-        current). A record from before ``setup`` was kept is current if the variant that
-        ran is still planned, and the kernel is timed over one draw (such a record does not
-        say over how many it was). Others are measured again, and the new record replaces
-        the old."""
+        A record names how it was measured:
+
+        - ``setup``: the variants the config was compiled to (which dispatch a call the
+          same way) and the draws;
+        - a final round's ``sustain_ms``: one timed under another load than the recipe asks
+          is not current;
+        - ``seed``, where the inputs must be seeded by the bucket alone (``_seeded``).
+
+        A record from before ``setup`` was kept is current if the variant that ran is still
+        planned, and the kernel is timed over one draw (such a record does not say over how
+        many it was). Others are measured again, and the new record replaces the old."""
         if known.kind == FINAL and sustain_of(known) != inst.kernel.tune.sustain_ms:
+            return False
+        if known.extra.get("seed") != _seeded(inst).get("seed"):
             return False
         setup = known.extra.get("setup")
         if setup is not None:
@@ -201,7 +207,8 @@ class Measurer:
         if kind == FINAL:
             timing["sustain_ms"] = inst.kernel.tune.sustain_ms
             msg.update(target_ms=FINAL_TARGET_MS, **timing)
-        rec = self._store(probe, worker.request(msg), setup=_setup(inst, config), **timing)
+        rec = self._store(probe, worker.request(msg), setup=_setup(inst, config), **timing,
+                          **_seeded(inst))  # fmt: skip
         return (rec.ms if rec.ok else None), True
 
     def verify(
@@ -239,7 +246,9 @@ class Measurer:
         probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE, round_)
         known = self.db.get(probe)
         want = inst.kernel.tune.sustain_ms
-        if known is not None and known.ok and sustain_of(known) == want:
+        seeded = _seeded(inst)
+        if (known is not None and known.ok and sustain_of(known) == want
+                and known.extra.get("seed") == seeded.get("seed")):  # fmt: skip
             return  # a failed one, or one timed otherwise than the finals now are, again
         at = self._at(inst, problem(inst, bucket), config)
         msg = {
@@ -254,7 +263,7 @@ class Measurer:
             "target_ms": FINAL_TARGET_MS,
             "sustain_ms": want,
         }
-        self._store(probe, worker.request(msg), sustain_ms=want)
+        self._store(probe, worker.request(msg), sustain_ms=want, **seeded)
 
 
 def triton_version() -> str:
@@ -265,18 +274,18 @@ def triton_version() -> str:
 
 def _setup(inst: Instance, config: Config) -> str:
     """How ``config`` is measured, as a short digest: the ids of the variants it is
-    compiled to, the number of draws of the inputs, and, where a size is written in the
-    config's terms, that the inputs are seeded by the bucket alone (before, such sizes
-    changed each candidate's random data, an MoE's routing among them: records from then
-    compared different work, and are measured again)."""
-    words = [*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"]
-    if _sized_by_config(inst.kernel):
-        words.append("seed=bucket")
-    return hashlib.sha256(" ".join(words).encode()).hexdigest()[:12]
+    compiled to, and the number of draws of the inputs."""
+    text = " ".join([*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"])
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def _sized_by_config(kr: KernelRecipe) -> bool:
-    """Whether a size is an expression of the config (of a name that is not a bucket key,
-    a size or a fixed value)."""
+def _seeded(inst: Instance) -> dict[str, str]:
+    """What a timing of a kernel with a size in its config's terms (an MoE's padded length)
+    records: that its inputs were seeded by the bucket alone (``seed``). Before, each
+    candidate's sizes seeded its own random data, an MoE's routing among them, and such
+    records compared different work: they are measured again (``_current``), and a choice
+    reads only the seeded ones where there are some (decide.timed_as_now)."""
+    kr = inst.kernel
     plain = {*kr.buckets, *kr.sizes, *kr.size_exprs, *kr.fixed}
-    return any(e.names - plain for e in kr.size_exprs.values())
+    sized = any(e.names - plain for e in kr.size_exprs.values())
+    return {"seed": SEEDED} if sized else {}
