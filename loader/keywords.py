@@ -61,17 +61,7 @@ class Keywords:
         named = {k: v for k, v in call.items() if k in self._index}
         if not named:
             return tuple(args), rest, expect
-        twice = [n for n in named if self._index[n] < len(args)]
-        if twice:
-            raise ArgumentError(f"{self.kernel}() got multiple values for argument {twice[0]!r}")
-        missing = [p for p in self.params[len(args) :] if p not in named]
-        if missing:
-            raise ArgumentError(
-                f"{self.kernel}() is missing argument{'s' if len(missing) > 1 else ''} "
-                f"{', '.join(map(repr, missing))} (it takes {', '.join(self.params)}, "
-                "in order or by keyword)"
-            )
-        return (*args, *(named[p] for p in self.params[len(args) :])), rest, expect
+        return place(self.kernel, self.params, args, named), rest, expect
 
     def check(self, variant: VariantSpec, expect: Mapping[str, Any]) -> None:
         """The variant chosen for the call has the constexprs and launch options it gave."""
@@ -110,6 +100,24 @@ class Keywords:
                 f"that or leave it out, or add a [[kernel]] entry with fixed.{name} = "
                 f"{_toml(value)} and rebuild"
             )
+
+
+def place(
+    name: str, params: Sequence[str], args: Sequence[Any], named: Mapping[str, Any]
+) -> tuple[Any, ...]:
+    """``args`` followed by the parameters after them, given by keyword in ``named`` (every
+    key a parameter); ``name`` is the callee, for the errors."""
+    twice = [n for n in named if params.index(n) < len(args)]
+    if twice:
+        raise ArgumentError(f"{name}() got multiple values for argument {twice[0]!r}")
+    missing = [p for p in params[len(args) :] if p not in named]
+    if missing:
+        raise ArgumentError(
+            f"{name}() is missing argument{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(map(repr, missing))} (it takes {', '.join(params)}, "
+            "in order or by keyword)"
+        )
+    return (*args, *(named[p] for p in params[len(args) :]))
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -1,11 +1,11 @@
 """An op: interchangeable kernels behind one name (a recipe's ``[[op]]``).
 
-``bundle[op](*args)`` takes the arguments of the op's first kernel. The build routed each
-bucket, per target and dtype binding, to the kernel of the op that measured fastest there
-(aot/ops.py); the call goes to that kernel with the arguments it takes (by name). If that
-kernel refuses the call (ArgumentError, raised before anything reaches the GPU: a TMA
-kernel given a transposed view, say), the next kernel of the op takes it, in the order
-the recipe lists them.
+``bundle[op](*args)`` takes the arguments of the op's first kernel, in order or by
+keyword. The build routed each bucket, per target and dtype binding, to the kernel of the
+op that measured fastest there (aot/ops.py); the call goes to that kernel with the
+arguments it takes (by name). If that kernel refuses the call (ArgumentError, raised
+before anything reaches the GPU: a TMA kernel given a transposed view, say), the next
+kernel of the op takes it, in the order the recipe lists them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from .errors import ArgumentError
+from .keywords import place
 from .manifest_types import Coded
 
 if TYPE_CHECKING:
@@ -54,8 +55,9 @@ class OpSpec(Coded):
 
 
 class Op:
-    """``op(*args, stream=None, dtypes=None, **call_values)``: the first kernel's arguments,
-    run by the kernel the build routed the call's bucket and binding to."""
+    """``op(*args, stream=None, dtypes=None, **call_values)``: the first kernel's arguments
+    (in order, or by keyword: the first kernel's parameter names), run by the kernel the
+    build routed the call's bucket and binding to."""
 
     def __init__(self, spec: OpSpec, kernels: list[Kernel], target: str):
         self.name = spec.name
@@ -63,6 +65,7 @@ class Op:
         self.kernels = kernels
         first = kernels[0]
         self.params = first.params
+        self._names = tuple(p.name for p in first.params)
         index = {p.name: i for i, p in enumerate(first.params)}
         # each kernel with the positions of the arguments it takes (None: all, in order)
         self._take: list[tuple[Kernel, list[int] | None]] = []
@@ -100,11 +103,15 @@ class Op:
         self, *args: Any, dtypes: Mapping[str, str] | None = None, **call: Any
     ) -> list[Kernel]:
         """The op's kernels in the order a call with ``args`` tries them."""
+        if call:
+            args, call = self._placed(args, call)
         return [k for k, _ in self._order(args, dtypes, call)]
 
     def __call__(
         self, *args: Any, stream: Any = None, dtypes: Mapping[str, str] | None = None, **call: Any
     ) -> None:
+        if call:
+            args, call = self._placed(args, call)
         plain = stream is None and dtypes is None and not call
         refused = []
         for kernel, take in self._order(args, dtypes, call):
@@ -117,6 +124,16 @@ class Op:
                 refused.append(f"{kernel.name}: {exc}")
         raise ArgumentError(f"{self.name}(): no kernel of the op takes this call. "
                             + " | ".join(refused))  # fmt: skip
+
+    def _placed(
+        self, args: tuple[Any, ...], call: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments given by keyword moved into their places; the other keywords."""
+        named = {k: v for k, v in call.items() if k in self._names}
+        if not named:
+            return args, call
+        rest = {k: v for k, v in call.items() if k not in named}
+        return place(self.name, self._names, args, named), rest
 
     def _order(
         self, args: tuple[Any, ...], dtypes: Mapping[str, str] | None, call: Mapping[str, Any]

@@ -106,12 +106,36 @@ def test_a_measured_route_runs_its_kernel_and_a_refused_call_falls_back(
     assert _kernel_name(fake) == "matmul_tma_kernel"
 
 
+def test_an_op_takes_its_arguments_by_keyword_too(fake: FakeLib, bundle: Path) -> None:
+    """By the first kernel's parameter names, as its kernels take them; the routed kernel
+    gets the ones it takes."""
+    b = loader.open(bundle)
+    tma = tuple("matmul_tma" if m >= 1024 else "matmul" for m in BUCKETS)
+    route = OpRoute("sm_90", {"T": "fp16"}, tma, ("measured",) * len(BUCKETS))
+    gemm = Op(OpSpec("gemm", ("matmul", "matmul_tma"), (route,)),
+              [b.kernel("matmul"), b.kernel("matmul_tma")], "sm_90")  # fmt: skip
+    names = [p.name for p in gemm.params]
+    for m, kernel in ((2048, "matmul_tma_kernel"), (100, "matmul_kernel")):
+        args = _args(m)
+        gemm(*args[:3], **dict(zip(names[3:], args[3:], strict=True)))
+        assert _kernel_name(fake) == kernel
+        gemm(**dict(zip(names, args, strict=True)))
+        assert _kernel_name(fake) == kernel
+        assert gemm.route(*args[:6], **dict(zip(names[6:], args[6:], strict=True))) == \
+            gemm.route(*args)  # fmt: skip
+    args = _args(100)
+    with pytest.raises(ArgumentError, match=r"gemm\(\) got multiple values for argument 'a_ptr'"):
+        gemm(*args, a_ptr=args[0])
+    with pytest.raises(ArgumentError, match=r"gemm\(\) is missing argument 'stride_cn'"):
+        gemm(*args[:3], **dict(zip(names[3:-1], args[3:-1], strict=True)))
+
+
 def _recipe(tmp_path: Path, op: str) -> Path:
     shutil.copytree(ROOT / "recipes" / "kernels", tmp_path / "kernels")
     text = EXAMPLE.read_text()
     cut = text.index("[[op]]")
     path = tmp_path / "example.toml"
-    path.write_text(text[:cut] + op + text[text.index("\n[[kernel]]", cut):])
+    path.write_text(text[:cut] + op + text[text.index("\n[[kernel]]", cut) :])
     return path
 
 
