@@ -257,12 +257,22 @@ def _call_values(
     extra = [
         f"call[names[{j}]]" if at is None else
         f"call[names[{j}]] if names[{j}] in call else "
-        + (f"a{at[0]}.stride({at[1]})" if at[3] else f"a{at[0]}.shape[{at[1]}]")
+        + (_stride(f"a{at[0]}", at[1], at[2]) if at[3] else f"a{at[0]}.shape[{at[1]}]")
         for j, at in enumerate(shapes)
     ]  # fmt: skip
     ranks = [f"len(a{at[0]}.shape) != {at[2]} and names[{j}] not in call"
              for j, at in enumerate(shapes) if at is not None and at[2] is not None]  # fmt: skip
     return extra, ranks
+
+
+def _stride(a: str, dim: int, rank: int | None) -> str:
+    """Dimension ``dim``'s stride of ``a``; where that dimension has size 1 (never stepped
+    along), the stride a dense tensor has there, as loader/validity.py reads it. Without
+    a rank the product is unknown here: such a call takes the checked path."""
+    if rank is None:
+        return f"({a}.stride({dim}) if {a}.shape[{dim}] != 1 else None)"
+    dense = " * ".join(f"{a}.shape[{d}]" for d in range(dim + 1, rank)) or "1"
+    return f"({a}.stride({dim}) if {a}.shape[{dim}] != 1 else {dense})"
 
 
 def _key(a: str, pointer: bool, optional: bool, described: bool = False) -> str:

@@ -115,6 +115,8 @@ def _read(
                          f"{rank}-D; this {param} is {len(shape)}-D")  # fmt: skip
     if not stride:
         return shape[dim]
+    if shape[dim] == 1:  # never stepped along: the stride a dense tensor has there
+        return math.prod(shape[dim + 1 :])
     strides = _strides(tensor, shape)
     if isinstance(strides, str):
         raise ArgumentError(f"{kernel}(): {name} is {what}: {strides}; pass {name}=... by "

@@ -201,6 +201,24 @@ def test_a_view_of_a_wider_tensor_is_refused_on_both_paths(fake: FakeLib, bundle
     assert len(fake.launches) == launched
 
 
+def test_a_single_rows_stride_is_never_stepped_along_so_any_is_served(
+    fake: FakeLib, bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One row (decode at M = 1): the stride between rows is never used, and torch leaves
+    it whatever the view had (``big[i:i + 1, :N]`` keeps big's, ``col.t()`` reads 1). It
+    is read as a dense tensor's, so the call runs the variant built for contiguous rows,
+    on both paths, where before it was refused."""
+    rms = loader.open(bundle)["rms"]
+    for stride in (3000, 1, 1024):
+        args = rms_args(1, 1024, x_stride=stride)
+        assert rms.variant_for(*args).meta["X_row_stride"] == 1024
+        rms(*args)
+        assert fake.launches[-1].grid == (1, 1, 1)
+        assert fast_launch(fake, rms, args, monkeypatch).meta["X_row_stride"] == 1024
+    with pytest.raises(loader.ArgumentError, match="X_row_stride = x_stride is 3000"):
+        rms(*rms_args(2, 1024, x_stride=3000))  # two rows: the stride is stepped along
+
+
 def test_a_view_runs_the_variant_built_for_its_stride(
     fake: FakeLib, bundle: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
