@@ -104,9 +104,7 @@ class Measurer:
         A record from before ``setup`` was kept is current if the variant that ran is still
         planned, and the kernel is timed over one draw (such a record does not say over how
         many it was). Others are measured again, and the new record replaces the old."""
-        if known.kind == FINAL and sustain_of(known) != inst.kernel.tune.sustain_ms:
-            return False
-        if known.extra.get("seed") != _seeded(inst).get("seed"):
+        if not _taken_as_now(inst, known):
             return False
         setup = known.extra.get("setup")
         if setup is not None:
@@ -245,11 +243,9 @@ class Measurer:
         for the kernel."""
         probe = self._record(inst, bucket, BASELINE_CONFIG, BASELINE, round_)
         known = self.db.get(probe)
-        want = inst.kernel.tune.sustain_ms
-        seeded = _seeded(inst)
-        if (known is not None and known.ok and sustain_of(known) == want
-                and known.extra.get("seed") == seeded.get("seed")):  # fmt: skip
+        if known is not None and known.ok and _taken_as_now(inst, known):
             return  # a failed one, or one timed otherwise than the finals now are, again
+        want = inst.kernel.tune.sustain_ms
         at = self._at(inst, problem(inst, bucket), config)
         msg = {
             "op": "baseline",
@@ -263,7 +259,7 @@ class Measurer:
             "target_ms": FINAL_TARGET_MS,
             "sustain_ms": want,
         }
-        self._store(probe, worker.request(msg), sustain_ms=want, **seeded)
+        self._store(probe, worker.request(msg), sustain_ms=want, **_seeded(inst))
 
 
 def triton_version() -> str:
@@ -277,6 +273,14 @@ def _setup(inst: Instance, config: Config) -> str:
     compiled to, and the number of draws of the inputs."""
     text = " ".join([*sorted(variant_ids(inst, config)), f"draws={inst.kernel.tune.draws}"])
     return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def _taken_as_now(inst: Instance, known: Record) -> bool:
+    """Whether a stored timing was taken the way the tuner takes it now: a final round or
+    baseline after ``tune.sustain_ms`` of load, and its inputs seeded as ``_seeded`` says."""
+    if known.kind in (FINAL, BASELINE) and sustain_of(known) != inst.kernel.tune.sustain_ms:
+        return False
+    return known.extra.get("seed") == _seeded(inst).get("seed")
 
 
 def _seeded(inst: Instance) -> dict[str, str]:
