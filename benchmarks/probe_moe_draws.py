@@ -27,13 +27,18 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "recipes" / "gallery"))
 
 
+def moe_sizes(ref: Any, tokens: int) -> dict[str, int]:
+    """The recipe's literal sizes at ``tokens`` tokens."""
+    table = ref.recipe_kernels()["moe"]
+    sizes = {k: v for k, v in table["sizes"].items() if not isinstance(v, str)}
+    return {**sizes, "num_tokens": tokens}
+
+
 def draw_row(ref: Any, kernel: Any, tokens: int, seed: int, repeats: int) -> dict[str, Any]:
     import torch
     import triton.testing
 
-    table = ref.recipe_kernels()["moe"]
-    sizes = {k: v for k, v in table["sizes"].items() if not isinstance(v, str)}
-    sizes["num_tokens"] = tokens
+    sizes = moe_sizes(ref, tokens)
     torch.manual_seed(seed)
     args = ref.call_args("moe", sizes, {"T": "bf16"}, kernel.launch_config)
     keywords = ref.call_keywords("moe", sizes, kernel)
@@ -68,9 +73,7 @@ def methods_row(ref: Any, kernel: Any, tokens: int, draws: int) -> dict[str, Any
 
     from aot.tune.worker import Worker
 
-    table = ref.recipe_kernels()["moe"]
-    sizes = {k: v for k, v in table["sizes"].items() if not isinstance(v, str)}
-    sizes["num_tokens"] = tokens
+    sizes = moe_sizes(ref, tokens)
     sets, jits = [], {}
     for d in range(draws):
         torch.manual_seed(2000 + d)
