@@ -14,8 +14,10 @@ recipes, so nothing about a kernel is restated here.
    where the recipe has it): the bundle's kernel through the loader, against the author's
    own host wrapper with its ``@triton.autotune`` (or heuristics, or launcher table), warm:
    run once first so that it has compiled and tuned (``TRITON_CACHE_AUTOTUNING=1`` keeps
-   the tuning on disk between runs, Triton >= 3.4). Both are timed in this process with
-   ``triton.testing.do_bench`` (L2 flushed before every repetition, median), back to back
+   the tuning on disk between runs, Triton >= 3.4). Both are timed in this process on the
+   GPU alone (``gpu_ms``: L2 flushed before every repetition, median, as
+   ``triton.testing.do_bench``, but with the GPU held back before each repetition so that
+   the host's launch path, the loader's or the JIT's, is never in the time), back to back
    ``--repeats`` times, who goes first alternating; the table gives the median of each and
    JIT / bundle (>= 1: the bundle is as fast or faster), with the range of the repeats' own
    ratios (the run's noise) and whether the bundle launched the machine code the JIT did.
@@ -54,6 +56,41 @@ ROOT = Path(__file__).resolve().parents[1]
 GALLERY = ROOT / "recipes" / "gallery"
 sys.path.insert(0, str(ROOT))
 COLD_GOAL = 20.0
+HOLD_CYCLES = 200_000  # about 100 us at the H200's clock: more than any host launch path
+
+
+def gpu_ms(fn: Callable[[], Any], rep_ms: float = 100.0) -> float:
+    """Median milliseconds of ``fn``'s GPU work, L2 flushed before every repetition, as
+    ``triton.testing.do_bench`` measures. Its events time the GPU from the start event to
+    the end event, so when the host is slower to launch ``fn`` than the GPU is to flush L2
+    (a few-microsecond kernel behind a Python launch path), the host's latency lands in
+    the time (seen: the JIT's tiny kernels at 35 us instead of 5 on one machine). Here a
+    sleep kernel holds the GPU back after each flush, so ``fn`` is always queued by the
+    time the GPU reaches the start event."""
+    import torch
+    import triton
+
+    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    fn()
+    torch.cuda.synchronize()
+    first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    first.record()
+    for _ in range(5):
+        cache.zero_()
+        fn()
+    last.record()
+    torch.cuda.synchronize()
+    n = max(10, min(1000, int(rep_ms / max(first.elapsed_time(last) / 5, 1e-3))))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for start, end in zip(starts, ends, strict=True):
+        cache.zero_()
+        torch.cuda._sleep(HOLD_CYCLES)
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
 
 
 def log(msg: str) -> None:
@@ -110,7 +147,6 @@ def steady_row(
     ref: Any, bundle: Any, name: str, sizes: dict[str, int], repeats: int
 ) -> dict[str, Any]:
     import torch
-    import triton.testing
 
     table = ref.recipe_kernels()[name]
     conv = ref.CONVENTIONS[name]
@@ -145,8 +181,7 @@ def steady_row(
     for i in range(repeats):  # the two back to back, who goes first alternating
         order = ((mine, ours_ms), (each, theirs_ms))
         for fns, times in order if i % 2 == 0 else reversed(order):
-            times.append(statistics.fmean(triton.testing.do_bench(f, return_mode="median")
-                                          for f in fns))  # fmt: skip
+            times.append(statistics.fmean(gpu_ms(f) for f in fns))
     row = {
         "kernel": name,
         "dtype": dtype,
