@@ -163,19 +163,26 @@ def steady_row(
 
     def launcher(call: list[Any]) -> Callable[[], None]:
         def run() -> None:
+            for p in conv.fresh:  # allocated at every call, as the author's wrapper does
+                i = params.index(p)
+                call[i] = torch.empty_like(call[i])
             for p in conv.zeroed:
                 call[params.index(p)].zero_()
             kernel(*call, **keywords)
 
         return run
 
-    mine = [launcher(c) for c in calls]
     each = [conv.jit(c) for c in calls]
-    ours, theirs = mine[0], each[0]
-    jit_out = theirs()  # compiles and autotunes (or reads Triton's caches)
-    ours()
+    jit_out = each[0]()  # compiles and autotunes (or reads Triton's caches)
+    launcher(args)()
     torch.cuda.synchronize()
     match = _outputs_match(ref, name, args, jit_out)
+    # Timed writing the same memory: the bundle into the JIT's own output tensors where the
+    # JIT keeps them between calls, and into a fresh one at every call where the JIT's
+    # wrapper allocates one (then the allocator hands both the same block), so that where
+    # each side's output lies (a few percent on a 5 us kernel) is not in the comparison.
+    mine = [launcher(_into(c, params, out() if i else jit_out)) for i, (c, out)
+            in enumerate(zip(calls, each, strict=True))]  # fmt: skip
     ours_ms: list[float] = []
     theirs_ms: list[float] = []
     for i in range(repeats):  # the two back to back, who goes first alternating
@@ -196,8 +203,19 @@ def steady_row(
     row["bundle_config"] = _launch_config(kernel, ref, table, sizes)
     best = getattr(ref.kernel_object(name), "best_config", None)
     row["jit_config"] = str(best) if best is not None else "host launcher"
-    row["same_code"] = _same_code(kernel, args, keywords, ref.kernel_object(name), theirs)
+    row["same_code"] = _same_code(kernel, args, keywords, ref.kernel_object(name), each[0])
     return row
+
+
+def _into(call: list[Any], params: list[str], outputs: dict[str, Any]) -> list[Any]:
+    """``call`` with each output replaced by the JIT's tensor of the same shape and strides
+    (the call's scalar strides stay true); an output the JIT gave otherwise stays."""
+    call = list(call)
+    for name, tensor in outputs.items():
+        i = params.index(name)
+        if tensor.shape == call[i].shape and tensor.stride() == call[i].stride():
+            call[i] = tensor
+    return call
 
 
 def _same_code(kernel: Any, args: list[Any], keywords: dict[str, Any], jit: Any,

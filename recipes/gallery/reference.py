@@ -385,6 +385,7 @@ class Convention:
     zeroed: tuple[str, ...] = ()  # outputs the kernel accumulates into: zero before launch
     realign: Callable[..., Args] | None = None  # host prep per config: (args, config)
     optional: tuple[str, ...] = ()  # pointer parameters the author may pass as None
+    fresh: tuple[str, ...] = ()  # outputs the author's wrapper allocates at every call
 
 
 CONVENTIONS: dict[str, Convention] = {
@@ -394,7 +395,7 @@ CONVENTIONS: dict[str, Convention] = {
     "act_mul_silu": Convention("act_mul", _act_mul_jit("silu")),
     "act_mul_gelu": Convention("act_mul", _act_mul_jit("gelu")),
     "act_mul_none": Convention("act_mul", _act_mul_jit("")),
-    "rmsnorm": Convention("rmsnorm", _rmsnorm_jit),
+    "rmsnorm": Convention("rmsnorm", _rmsnorm_jit, fresh=("Y_ptr", "RSTD_ptr")),
     "moe": Convention("moe", _moe_jit, realign=moe_realign),
     "splitk": Convention("splitk", _splitk_jit, zeroed=("c_ptr",)),
 }
