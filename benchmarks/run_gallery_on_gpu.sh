@@ -79,7 +79,7 @@ pack
 
 if [[ " $STAGES " == *" bench "* ]]; then
   start=$SECONDS
-  timeout "${BENCH_TIMEOUT:-240}" python3 benchmarks/gallery_bench.py --bundles "$W/bundles" \
+  timeout "${BENCH_TIMEOUT:-330}" python3 benchmarks/gallery_bench.py --bundles "$W/bundles" \
     --out "$W/bench" --repeats "${REPEATS:-2}" ${KERNELS:+--kernels "$KERNELS"} ${BENCH_ARGS:-} \
     > "$W/logs/bench.log" 2>&1
   echo "gallery bench: exit $? in $((SECONDS - start)) s" >> "$summary"
