@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .dataset import Dataset, Example
+from .features import NAMES
 from .model import Model, best_first, train
 
 
@@ -68,12 +69,14 @@ def evaluated(ds: Dataset) -> list[Example]:
     return list(keep.values())
 
 
-def leave_one_out(ds: Dataset, params: dict[str, Any] | None = None) -> list[Scored]:
+def leave_one_out(
+    ds: Dataset, params: dict[str, Any] | None = None, names: Sequence[str] = NAMES
+) -> list[Scored]:
     out: list[Scored] = []
     targets = evaluated(ds)
     for family in sorted({e.family for e in ds.examples}):
         rest = [(e.rows.matrix, e.times) for e in ds.examples if e.family != family]
-        model = train(rest, params)
+        model = train(rest, params, names)
         out += [score(model, e) for e in targets if e.family == family]
     return out
 

@@ -106,8 +106,10 @@ def best_first(scores: Sequence[float], spills: Sequence[bool]) -> list[int]:
 def train(
     groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[float]]],
     params: dict[str, Any] | None = None,
+    names: Sequence[str] = NAMES,
 ) -> Model:
-    """A model from groups of (feature rows, times in ms)."""
+    """A model from groups of (feature rows, times in ms); ``names``: the rows' columns
+    (``features.NAMES`` but for an experiment with more)."""
     lgb = _lightgbm()
     import numpy as np
 
@@ -125,7 +127,7 @@ def train(
     rounds = int(settings.pop("rounds", ROUNDS))
     members = int(settings.pop("members", MEMBERS))
     data = lgb.Dataset(np.asarray(xs, dtype=np.float64), label=np.asarray(ys), group=sizes,
-                       feature_name=list(NAMES), params={"verbose": -1})  # fmt: skip
+                       feature_name=list(names), params={"verbose": -1})  # fmt: skip
     boosters = tuple(lgb.train({**settings, "seed": int(settings["seed"]) + k}, data,
                                num_boost_round=rounds) for k in range(members))  # fmt: skip
     text = "".join(f"{MEMBER}\n" + b.model_to_string(num_iteration=-1) for b in boosters)
