@@ -1,0 +1,81 @@
+"""The held-out mamba kernel from an aotc bundle against mamba_ssm's own wrapper (its JIT,
+warm), on the GPU: the output and the updated state at and between the buckets against
+float64, with and without z and the state's batch indices, then the time per call of
+each, side by side.
+
+    python check.py selective_state_update BUNDLE     (mamba_ssm importable; run.sh)
+"""
+
+import sys
+from typing import Any
+
+from calls import ssu, ssu_inputs
+from mamba_ssm.ops.triton.selective_state_update import selective_state_update
+from report import summary, us, verdict
+
+import loader
+
+BATCHES = (1, 3, 8, 13, 64, 100, 256, 300)
+SIZES = {"nheads": 80, "dim": 64, "dstate": 128, "nheads_ngroups_ratio": 80}
+
+
+def _args(batch: int, t: str, z: bool, indices: bool) -> list[Any]:
+    args = ssu_inputs({**SIZES, "batch": batch}, {"T": t})
+    if not z:
+        args[8] = None
+    if not indices:
+        args[10] = None
+    args[9].fill_(float("nan"))  # an element the kernel never writes fails
+    return args
+
+
+def check(bundle: Any) -> tuple[int, list[tuple[str, float, float]]]:
+    kernel, failed, rows = bundle["selective_state_update"], 0, []
+    for t in ("bf16", "fp16"):
+        for z in (True, False):
+            for indices in (True, False):
+                for b in BATCHES:
+                    args = _args(b, t, z, indices)
+                    state, x, dt, dt_bias, A, B, C, D, zz, out, idx = args[:11]
+                    want_state, want = ssu(state, x, dt, dt_bias, A, B, C, D, zz, idx, 80)
+                    theirs_state = state.clone()
+                    kernel(*args)
+                    theirs = selective_state_update(theirs_state, x, dt, A, B, C, D=D, z=zz,
+                                                    dt_bias=dt_bias, dt_softplus=True,
+                                                    state_batch_indices=idx)  # fmt: skip
+                    at = f"{t} b={b:3} z={int(z)} idx={int(indices)}"
+                    failed += verdict(at + " out", "mamba", out, theirs, want)
+                    failed += verdict(at + " state", "mamba", state, theirs_state, want_state)
+                    if t == "bf16" and z and not indices and b in (1, 8, 64, 256):
+                        args = _args(b, t, z, indices)
+                        s, x, dt, dt_bias, A, B, C, D, zz = args[:9]
+                        ours = us(lambda a=args: kernel(*a))
+                        lib = us(lambda s=s, x=x, dt=dt, A=A, B=B, C=C, D=D, zz=zz, db=dt_bias:
+                                 selective_state_update(s, x, dt, A, B, C, D=D, z=zz, dt_bias=db,
+                                                        dt_softplus=True))  # fmt: skip
+                        rows.append((f"batch {b}", ours, lib))
+    return failed, rows
+
+
+def refused(bundle: Any) -> None:
+    """A state width the bundle was not built for is refused, not run."""
+    args = ssu_inputs({"batch": 2, "nheads": 80, "dim": 64, "dstate": 64,
+                       "nheads_ngroups_ratio": 80}, {"T": "bf16"})  # fmt: skip
+    try:
+        bundle["selective_state_update"](*args)
+    except loader.ArgumentError as exc:
+        print(f"dstate 64 refused: {str(exc).splitlines()[0][:160]}")
+    else:
+        print("dstate 64 WRONGLY run")
+
+
+def main() -> int:
+    which, path = sys.argv[1], sys.argv[2]
+    bundle = loader.open(path)
+    failed, rows = check(bundle)
+    refused(bundle)
+    return summary(which, ", bf16 with z", "mamba", rows, failed)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
