@@ -49,3 +49,35 @@ def ssu_reference(state, x, dt, dt_bias, A, B, C, D, z, out, indices, batch, nhe
                   dstate, ratio, *strides):  # fmt: skip
     whole, o = ssu(state, x, dt, dt_bias, A, B, C, D, z, indices, ratio)
     return {"state_ptr": whole, "out_ptr": o}
+
+
+def bmm_inputs(sizes, dtypes, device="cuda"):
+    """_bmm_chunk_fwd_kernel's arguments as _bmm_chunk_fwd passes them with groups: a and b
+    (batch, seqlen, ngroups, K), out (batch, nchunks, ngroups, cs, cs), and a seq_idx
+    (batch, seqlen) the kernel reads only with HAS_SEQ_IDX (the recipe fixes it off; a
+    caller may pass None)."""
+    b, L, g, k, cs = (sizes[n] for n in ("batch", "seqlen", "ngroups", "K", "chunk_size"))
+    t = DT[dtypes["T"]]
+    nchunks = -(-L // cs)
+    a = torch.randn(b, L, g, k, device=device, dtype=t)
+    bb = torch.randn(b, L, g, k, device=device, dtype=t)
+    out = torch.empty(b, nchunks, g, cs, cs, device=device, dtype=t)
+    seq_idx = torch.zeros(b, L, device=device, dtype=torch.int32)
+    return [a, bb, out, seq_idx, L, cs, k, g, *a.stride(), *bb.stride(), *out.stride(),
+            *seq_idx.stride()]  # fmt: skip
+
+
+def bmm_chunks(a, b, chunk_size):
+    """float64: each chunk's a · bᵀ per group, the last chunk's missing rows as zeros."""
+    batch, L, g, k = a.shape
+    nchunks = -(-L // chunk_size)
+    pad = nchunks * chunk_size - L
+    a64 = torch.nn.functional.pad(a.double(), (0, 0, 0, 0, 0, pad))
+    b64 = torch.nn.functional.pad(b.double(), (0, 0, 0, 0, 0, pad))
+    a64 = a64.view(batch, nchunks, chunk_size, g, k)
+    b64 = b64.view(batch, nchunks, chunk_size, g, k)
+    return torch.einsum("bcmgk,bcngk->bcgmn", a64, b64)
+
+
+def bmm_reference(a, b, out, seq_idx, seqlen, chunk_size, *rest):
+    return {"out_ptr": bmm_chunks(a, b, chunk_size)}

@@ -1,16 +1,19 @@
-"""The held-out mamba kernel from an aotc bundle against mamba_ssm's own wrapper (its JIT,
-warm), on the GPU: the output and the updated state at and between the buckets against
-float64, with and without z and the state's batch indices, then the time per call of
-each, side by side.
+"""The held-out mamba kernels from aotc bundles against mamba_ssm's own wrappers (their
+JIT, warm; the chunk product's @triton.autotune tunes at its first call), on the GPU:
+outputs at and between the buckets against float64, then the time per call of each, side
+by side. The state update: its output and the state it updates, with and without z and the
+state's batch indices, and a state width the bundle was not built for refused.
 
     python check.py selective_state_update BUNDLE     (mamba_ssm importable; run.sh)
+    python check.py bmm_chunk BUNDLE
 """
 
 import sys
 from typing import Any
 
-from calls import ssu, ssu_inputs
+from calls import bmm_chunks, bmm_inputs, ssu, ssu_inputs
 from mamba_ssm.ops.triton.selective_state_update import selective_state_update
+from mamba_ssm.ops.triton.ssd_bmm import _bmm_chunk_fwd
 from report import summary, us, verdict
 
 import loader
@@ -57,6 +60,25 @@ def check(bundle: Any) -> tuple[int, list[tuple[str, float, float]]]:
     return failed, rows
 
 
+def bmm(bundle: Any) -> tuple[int, list[tuple[str, float, float]]]:
+    kernel, failed, rows = bundle["bmm_chunk_fwd"], 0, []
+    for t in ("bf16", "fp16"):
+        for seqlen in (256, 300, 1024, 2000, 4096, 16384, 20000):
+            sizes = {"batch": 2, "seqlen": seqlen, "ngroups": 1, "K": 128, "chunk_size": 256}
+            args = bmm_inputs(sizes, {"T": t})
+            args[2].fill_(float("nan"))
+            args[3] = None  # as the author's wrapper is called without seq_idx
+            kernel(*args)
+            theirs = _bmm_chunk_fwd(args[0], args[1], 256, causal=False)
+            want = bmm_chunks(args[0], args[1], 256)
+            failed += verdict(f"{t} seqlen={seqlen:5}", "mamba", args[2], theirs, want)
+            if t == "bf16" and seqlen in (256, 1024, 4096, 16384):
+                ours = us(lambda a=args: kernel(*a))
+                lib = us(lambda a=args[0], b=args[1]: _bmm_chunk_fwd(a, b, 256, causal=False))
+                rows.append((f"seqlen {seqlen}", ours, lib))
+    return failed, rows
+
+
 def refused(bundle: Any) -> None:
     """A state width the bundle was not built for is refused, not run."""
     args = ssu_inputs({"batch": 2, "nheads": 80, "dim": 64, "dstate": 64,
@@ -72,6 +94,9 @@ def refused(bundle: Any) -> None:
 def main() -> int:
     which, path = sys.argv[1], sys.argv[2]
     bundle = loader.open(path)
+    if which == "bmm_chunk":
+        failed, rows = bmm(bundle)
+        return summary(which, ", bf16, batch 2", "mamba", rows, failed)
     failed, rows = check(bundle)
     refused(bundle)
     return summary(which, ", bf16 with z", "mamba", rows, failed)
