@@ -40,3 +40,16 @@ def summary(which: str, setting: str, library: str, rows: list[tuple[str, float,
         print(f"{at:16} {ours:8.1f} {lib:8.1f} {lib / ours:{len(ratio)}.2f}x")
     print(f"\n{which}: {'all outputs right' if not failed else f'{failed} WRONG'}")
     return 1 if failed else 0
+
+
+def refused(what: str, call: Callable[[], Any]) -> None:
+    """Print whether ``call`` (a bundle's kernel at sizes it was not built for) is refused
+    with the loader's ArgumentError, as it must be, or wrongly runs."""
+    import loader
+
+    try:
+        call()
+    except loader.ArgumentError as exc:
+        print(f"{what} refused: {str(exc).splitlines()[0][:160]}")
+    else:
+        print(f"{what} WRONGLY run")

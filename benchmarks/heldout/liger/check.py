@@ -20,7 +20,7 @@ from liger_kernel.ops.kl_div import kldiv_forward_triton
 from liger_kernel.ops.rms_norm import rms_norm_forward
 from liger_kernel.ops.rope import rope_forward
 from liger_kernel.ops.swiglu import swiglu_forward
-from report import summary, us, verdict
+from report import refused, summary, us, verdict
 
 import loader
 
@@ -179,23 +179,13 @@ def refused_calls(which: str, bundle: Any) -> None:
         ],
     }  # fmt: skip
     for what, call in calls.get(which, []):
-        try:
-            call()
-        except loader.ArgumentError as exc:
-            print(f"{what} refused: {str(exc).splitlines()[0][:200]}")
-        else:
-            print(f"{what} WRONGLY run")
+        refused(what, call)
 
 
-def refused(bundle: Any) -> None:
+def refused_width(bundle: Any) -> None:
     """A width the bundle was not built for is refused, not run."""
     x = torch.randn(4, 5120, device="cuda", dtype=torch.float16)
-    try:
-        bundle["swiglu"](x, x, torch.empty_like(x), 5120, 1.0)
-    except loader.ArgumentError as exc:
-        print(f"width 5120 refused: {str(exc).splitlines()[0][:160]}")
-    else:
-        print("width 5120 WRONGLY run")
+    refused("width 5120", lambda: bundle["swiglu"](x, x, torch.empty_like(x), 5120, 1.0))
 
 
 def main() -> int:
@@ -205,7 +195,7 @@ def main() -> int:
               "cross_entropy": ce}  # fmt: skip
     failed, rows = checks[which](bundle)
     if which == "swiglu":
-        refused(bundle)
+        refused_width(bundle)
     refused_calls(which, bundle)
     if which == "rms_norm_rule":  # Liger's calculate_settings: 8 warps at 4096, 16 at 8192
         for cols in (4096, 8192):
