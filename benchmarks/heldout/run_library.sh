@@ -6,7 +6,7 @@
 # FOLDER holds *.toml, calls.py and check.py; CARRIED is the carried folder holding the
 # PACKAGEs (copied beside the recipes, whose sources read ../src/PACKAGE/...) and their
 # dependencies (put on PYTHONPATH). RECIPES names the recipes to build and check; W the
-# work folder.
+# work folder; BUILD_LIMIT the seconds a build may take (default 240).
 set -uo pipefail
 HERE=$(cd "$1" && pwd)
 CARRIED=$2
@@ -18,7 +18,7 @@ for package in "$@"; do cp -r "$CARRIED/$package" "$W/src/"; done
 source benchmarks/gpu_run.sh
 export PYTHONPATH=$W/src:$W/r:$CARRIED:$PYTHONPATH
 for r in $RECIPES; do
-  [[ -f "$W/$r.aotc" ]] || stage "build-$r" 240 python3 -m aot.cli build "$W/r/$r.toml" -o "$W/$r.aotc" -j 16
+  [[ -f "$W/$r.aotc" ]] || stage "build-$r" "${BUILD_LIMIT:-240}" python3 -m aot.cli build "$W/r/$r.toml" -o "$W/$r.aotc" -j 16
   stage "check-$r" 180 python3 "$W/r/check.py" "$r" "$W/$r.aotc"
   cp "$W/$r.report.md" "$W/$r.tunedb.jsonl" "$OUT/" 2>/dev/null
   cat "$W/logs/check-$r.log"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: build this folder's recipes against mamba_ssm's kernels (tuned on this
 # GPU) and run check.py on each bundle. The kernel files import `packaging` (a version
-# test), which must be importable there.
+# test), which must be importable there: `pip download packaging --no-deps -d .whl` puts its
+# wheel beside zstandard's, and gpu_run.sh installs both.
 #   MAMBA=<folder holding mamba_ssm/>: from a checkout, the kernel files and the modules
 #   they import, unchanged, with empty package __init__.py files in place of mamba_ssm's
 #   (its own imports the whole model: causal_conv1d, selective_scan_cuda, ...):
