@@ -171,7 +171,9 @@ def host_rows(bundle: Any) -> list[dict[str, Any]]:
         ),
     }
     rows: dict[str, dict[str, Any]] = {name: {"kernel": name} for name in paths}
-    for piece in ("call", "lookup", "pack_grid", "launch"):
+    # driver_call: cuLaunchKernel as the loader makes it, the parameter buffer whole;
+    # driver_call_params: the same launch with a pointer per parameter (kernelParams).
+    for piece in ("call", "lookup", "pack_grid", "launch", "driver_call", "driver_call_params"):
         times = _per_call({name: getattr(hp, piece) for name, hp in paths.items()})
         torch.cuda.synchronize()
         for name, us in times.items():
@@ -225,7 +227,8 @@ def main() -> None:
     for r in out.get("host", []):
         print(f"host {r['kernel']:36} call {r['call_us']:.2f} us  lookup "
               f"{r['lookup_us']:.2f}  pack+grid {r['pack_grid_us']:.2f}  launch "
-              f"{r['launch_us']:.2f}")  # fmt: skip
+              f"{r['launch_us']:.2f}  driver: buffer whole {r['driver_call_us']:.2f}, a pointer "
+              f"per parameter {r['driver_call_params_us']:.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

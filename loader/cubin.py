@@ -94,7 +94,7 @@ def inspect(data: bytes) -> CubinInfo:
                     sym, value = struct.unpack("<II", payload)
                     per_function[attr][symbols.get(sym, str(sym))] = value
         elif sec.name.startswith(".nv.info."):
-            params[sec.name.removeprefix(".nv.info.")] = len(_param_sizes(data, sec))
+            params[sec.name.removeprefix(".nv.info.")] = len(_param_layout(data, sec))
     return CubinInfo(sm=e_flags & 0xFF, regs=regs, params=params, frames=frames)
 
 
@@ -108,26 +108,33 @@ def machine_code(data: bytes) -> bytes:
 def param_sizes(data: bytes, function: str) -> tuple[int, ...]:
     """The byte size of each of ``function``'s parameters, in order, as the cubin declares
     them. CubinError if the cubin is malformed or has no such kernel."""
+    return tuple(size for _, size in param_layout(data, function))
+
+
+def param_layout(data: bytes, function: str) -> tuple[tuple[int, int], ...]:
+    """(offset, size) in bytes of each of ``function``'s parameters, in order, as the cubin
+    declares them: where the driver copies each into the kernel's parameter space.
+    CubinError if the cubin is malformed or has no such kernel."""
     for sec in _sections(data):
         if sec.name == f".nv.info.{function}":
-            return _param_sizes(data, sec)
+            return _param_layout(data, sec)
     raise CubinError(f"no kernel {function!r} in the cubin")
 
 
-def _param_sizes(data: bytes, sec: _Section) -> tuple[int, ...]:
-    sizes: dict[int, int] = {}
+def _param_layout(data: bytes, sec: _Section) -> tuple[tuple[int, int], ...]:
+    layout: dict[int, tuple[int, int]] = {}
     for attr, payload in _attributes(data, sec):
         if attr != EIATTR_KPARAM_INFO:
             continue
         if len(payload) != 12:
             raise CubinError("damaged parameter table")
-        _, ordinal, _, flags = struct.unpack("<IHHI", payload)
-        if ordinal in sizes:
+        _, ordinal, offset, flags = struct.unpack("<IHHI", payload)
+        if ordinal in layout:
             raise CubinError(f"parameter {ordinal} is declared twice")
-        sizes[ordinal] = (flags >> 18) & 0x3FFF
-    if sorted(sizes) != list(range(len(sizes))):
+        layout[ordinal] = (offset, (flags >> 18) & 0x3FFF)
+    if sorted(layout) != list(range(len(layout))):
         raise CubinError("the parameter table has gaps")
-    return tuple(sizes[i] for i in range(len(sizes)))
+    return tuple(layout[i] for i in range(len(layout)))
 
 
 def _attributes(data: bytes, sec: _Section) -> list[tuple[int, bytes]]:

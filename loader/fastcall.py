@@ -61,6 +61,9 @@ _SLOTS: dict[str, tuple[str, type[Any]]] = {
     "tensormap": ("128s", ctypes.c_uint8 * 128),
 }
 _POINTER_SLOT = ("Q", ctypes.c_uint64)
+# cuLaunchKernel's ``extra`` keys (cuda.h): CU_LAUNCH_PARAM_BUFFER_POINTER, _BUFFER_SIZE;
+# CU_LAUNCH_PARAM_END is a null pointer.
+_PARAM_BUFFER_POINTER, _PARAM_BUFFER_SIZE = 1, 2
 _ALIGN = {"tensormap": 64}
 _BUFFER_ALIGN = 64
 
@@ -71,36 +74,53 @@ _MAX_SIGNATURES = 64  # distinct argument signatures remembered per kernel
 
 
 class ParamBuffer:
-    """A launcher's kernelParams: every ABI slot at its C-aligned offset in one buffer.
+    """A launcher's kernel parameters: every ABI slot at its offset in one buffer, the
+    cubin's where given (``offsets``), else C-aligned.
 
     ``pack(values)`` writes ``values[p]`` for each ABI position ``p`` into its slot with one
     ``struct.pack_into``, which also refuses out-of-range ints and non-numbers
     (``PACK_ERRORS``). The trailing scratch slots (Triton's global and profile scratch
     pointers) are never packed: they stay null. The buffer is shared, so callers hold the
     launcher's lock from pack until cuLaunchKernel has copied it.
+
+    Two ways to hand the driver the same bytes: ``params``, kernelParams (a pointer per
+    slot: the driver copies each to the cubin's offset), and ``extra``, cuLaunchKernel's
+    CU_LAUNCH_PARAM_BUFFER_POINTER (the buffer copied whole: only with the cubin's offsets).
     """
 
-    def __init__(self, types: Sequence[str], positions: Sequence[int], scratch: int):
+    def __init__(
+        self,
+        types: Sequence[str],
+        positions: Sequence[int],
+        scratch: int,
+        offsets: Sequence[int] | None = None,
+    ):
         names = [*types, *(["*"] * scratch)]
         slots = [_POINTER_SLOT if t[0] == "*" else _SLOTS[t] for t in names]
-        offsets: list[int] = []
+        places: list[int] = []
         pieces: list[str] = []  # each slot's struct code, with the padding before it
         end = 0
-        for t, (code, ctype) in zip(names, slots, strict=True):
+        for i, (t, (code, ctype)) in enumerate(zip(names, slots, strict=True)):
             align = _ALIGN.get(t, ctypes.sizeof(ctype))
-            at = -(-end // align) * align
+            at = -(-end // align) * align if offsets is None else offsets[i]
+            if at < end:
+                raise ValueError(f"parameter {i} at offset {at} overlaps the one before")
             pieces.append(f"{at - end}x{code}" if at > end else code)
-            offsets.append(at)
+            places.append(at)
             end = at + ctypes.sizeof(ctype)
         words = -(-end // 8) + _BUFFER_ALIGN // 8
         self.storage = (ctypes.c_uint64 * words)()  # zeroed
         lead = -ctypes.addressof(self.storage) % _BUFFER_ALIGN
         self.base = base = ctypes.addressof(self.storage) + lead  # 64-byte aligned
-        self.params = (ctypes.c_void_p * len(slots))(*[base + off for off in offsets])
+        self.params = (ctypes.c_void_p * len(slots))(*[base + off for off in places])
+        self._size = ctypes.c_size_t(end)
+        self.extra = (ctypes.c_void_p * 5)(
+            _PARAM_BUFFER_POINTER, base, _PARAM_BUFFER_SIZE, ctypes.addressof(self._size), None
+        )
         # Typed views of the slots, for inspection and tests; the hot path never reads them.
         self.holders = [
             ctype.from_buffer(self.storage, lead + off)
-            for (_, ctype), off in zip(slots, offsets, strict=True)
+            for (_, ctype), off in zip(slots, places, strict=True)
         ]
         # The packed format covers the first len(types) slots: the scratch ones stay null.
         layout = struct.Struct("<" + "".join(pieces[: len(types)]))
@@ -108,6 +128,12 @@ class ParamBuffer:
         env = {"pack_into": layout.pack_into, "storage": self.storage}
         source = f"def pack(values):\n    pack_into(storage, {lead}{items})\n"
         self.pack: Callable[[Sequence[Any]], None] = _generate(source, env)["pack"]
+
+
+def slot_sizes(types: Sequence[str], scratch: int) -> tuple[int, ...]:
+    """The byte size of each ABI slot, the trailing scratch pointers included."""
+    return tuple(8 if t[0] == "*" else ctypes.sizeof(_SLOTS[t][1])
+                 for t in [*types, *(["*"] * scratch)])  # fmt: skip
 
 
 Fits = Callable[[Values], bool]

@@ -342,7 +342,9 @@ class Kernel:
             )
         launcher, values = found
         fast, handle = self._fast, self._stream()
-        launch, pack_grid, driver_call, driver_call_typed = launcher.host_parts(values, handle)
+        launch, pack_grid, driver_call, driver_call_typed, driver_call_params = launcher.host_parts(
+            values, handle
+        )
         from .profile import HostPath  # for benchmarks only: not imported at start-up
 
         return HostPath(
@@ -354,6 +356,7 @@ class Kernel:
             pack_grid=pack_grid,
             driver_call=driver_call,
             driver_call_typed=driver_call_typed,
+            driver_call_params=driver_call_params,
             variant=launcher.variant,
         )
 

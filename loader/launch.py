@@ -21,13 +21,14 @@ from .device import Device
 from .dispatch import assumption_checks
 from .errors import ArgumentError, BundleError, CudaError
 from .expr import compile_function, parse
-from .fastcall import ParamBuffer
+from .fastcall import ParamBuffer, slot_sizes
 from .manifest import KernelSpec, VariantSpec
 from .validity import value_names, variant_test
 
 CUDA_ERROR_INVALID_CONTEXT = _driver.CUDA_ERROR_INVALID_CONTEXT
 _MAX_GRID = (2**31 - 1, 65535, 65535)
 _MAX_X, _MAX_YZ = _MAX_GRID[0], _MAX_GRID[1]
+_MAX_PARAM_OFFSET = 32764  # a kernel's parameters fit in 32764 bytes (CUDA 12.1+, sm_70+)
 
 
 class EntrySource(Protocol):
@@ -74,12 +75,13 @@ class Launcher:
         # grid it was compiled for, whatever this GPU has: its meta-parameter comes first.
         self._grid_parts = ([parse(g) for g in spec.grid], names,
                             {"NUM_SMS": source.device.sms, **variant.meta})  # fmt: skip
-        self._extra, self.abi_types, self.positions, scratch = _layout(
+        self._expand, self.abi_types, self.positions, scratch = _layout(
             spec, variant, param_index, source.device
         )
         self.scratch_slots = scratch  # null pointers after the packed slots
-        # The parameter buffer (``_buffer``, ``params``, ``holders``) is made by ``load``,
-        # before a first launch: a kernel with many variants opens without making theirs.
+        # The parameter buffer (``_buffer``, ``params``, ``holders``, ``extra``) is made by
+        # ``load``, before a first launch: a kernel with many variants opens without making
+        # theirs.
         self.function = 0
         self._function_arg: ctypes.c_void_p | None = None  # what cuLaunchKernel is passed
         self._launch = source.device.drv.launch_untyped
@@ -105,10 +107,14 @@ class Launcher:
                     f"{dev.name} allows {dev.max_shared}",
                 )
             image = self.source.read_entry(self.variant.entry)
-            self._buffer = ParamBuffer(self.abi_types, self.positions, self.scratch_slots)
+            # The buffer laid out as the cubin lays out its parameters, so that the driver
+            # copies it whole (``extra``) rather than a parameter at a time.
+            offsets = self._check_abi(image)
+            self._buffer = ParamBuffer(self.abi_types, self.positions, self.scratch_slots,
+                                       offsets)  # fmt: skip
             self.holders = self._buffer.holders
             self.params = self._buffer.params
-            self._check_abi(image)
+            self.extra = self._buffer.extra
             drv = dev.drv
             module = drv.load_module(image)
             fn = drv.get_function(module, self.variant.function)
@@ -117,22 +123,31 @@ class Launcher:
             self._function_arg = ctypes.c_void_p(fn)
             self.function = fn
 
-    def _check_abi(self, image: bytes) -> None:
+    def _check_abi(self, image: bytes) -> tuple[int, ...]:
         """The cubin's own parameter list must be the one this launcher packs: the driver
-        copies each parameter by the cubin's size, so any difference reads past our buffer."""
+        copies each parameter by the cubin's size, so any difference reads past our buffer.
+        Returns the cubin's offset of each parameter, where the buffer places it."""
         v = self.variant
         what = f"kernel {self.kernel!r}, variant {v.id} ({v.entry})"
         try:
-            sizes = _cubin.param_sizes(image, v.function)
+            layout = _cubin.param_layout(image, v.function)
         except _cubin.CubinError as exc:
             raise BundleError(f"{what}: not a cubin the loader can check: {exc}") from None
-        ours = tuple(ctypes.sizeof(h) for h in self.holders)
+        sizes = tuple(size for _, size in layout)
+        ours = slot_sizes(self.abi_types, self.scratch_slots)
         if sizes != ours:
             raise BundleError(
                 f"{what}: the cubin takes {len(sizes)} parameters of {list(sizes)} bytes; the "
                 f"manifest's ABI gives {len(ours)} ({len(v.abi)} + {v.scratch_args} scratch) of "
                 f"{list(ours)} bytes. The bundle was modified or built by an incompatible aotc"
             )
+        end = 0
+        for offset, size in layout:
+            if offset < end or offset > _MAX_PARAM_OFFSET:
+                raise BundleError(f"{what}: the cubin's parameters overlap or lie past "
+                                  f"{_MAX_PARAM_OFFSET} bytes ({list(layout)})")  # fmt: skip
+            end = offset + size
+        return tuple(offset for offset, _ in layout)
 
     def launch(self, values: Sequence[Any], stream: int) -> None:
         """Launch on ``values`` (converted, in the kernel's parameter order) on ``stream``.
@@ -147,28 +162,28 @@ class Launcher:
         # Held from pack to launch: threads share the buffer, and the driver copies it at
         # the call. Packing first checks the values even when the grid turns out empty.
         with self._lock:
-            if self._extra is None:
+            if self._expand is None:
                 self._buffer.pack(values)
                 gx, gy, gz = self._grid_of(values)
             else:  # descriptors to encode, scratch to find: the ABI's extra slots
                 gx, gy, gz = self._grid_of(values)
                 if gx <= 0 or gy <= 0 or gz <= 0:
                     return  # nothing runs: an empty tensor has no tensor map
-                self._buffer.pack(self._extra(values, (gx, gy, gz), stream))
+                self._buffer.pack(self._expand(values, (gx, gy, gz), stream))
             if not (0 < gx <= _MAX_X and 0 < gy <= _MAX_YZ and 0 < gz <= _MAX_YZ):
                 if gx <= 0 or gy <= 0 or gz <= 0:
                     return
                 raise ArgumentError(f"grid ({gx}, {gy}, {gz}) exceeds the CUDA limits {_MAX_GRID}")
             code = self._launch(
                 self._function_arg, gx, gy, gz, self.block, 1, 1, self.shared, handle,
-                self.params, None,
+                None, self.extra,
             )  # fmt: skip
             if code == CUDA_ERROR_INVALID_CONTEXT:
                 # A thread that never touched CUDA has no current context: give it ours.
                 self.source.device.make_current()
                 code = self._launch(
                     self._function_arg, gx, gy, gz, self.block, 1, 1, self.shared, handle,
-                    self.params, None,
+                    None, self.extra,
                 )  # fmt: skip
         if code:
             self.source.device.drv.check(code, "cuLaunchKernel", f"variant {self.variant.id}")
@@ -176,10 +191,10 @@ class Launcher:
     def slot_values(self, values: Sequence[Any], stream: int) -> Sequence[Any]:
         """``values`` with the ABI's extra slots appended (descriptors' tensor maps, the
         scratch pointer from ``stream``'s buffer), as ``launch`` packs them."""
-        if self._extra is None:
+        if self._expand is None:
             return values
         with self._lock:
-            return self._extra(values, self._grid_of(values), stream)
+            return self._expand(values, self._grid_of(values), stream)
 
     def reserve_scratch(self, values: Sequence[Any], stream: int) -> None:
         """Size ``stream``'s scratch buffer for a launch on ``values`` now, so that the
@@ -200,12 +215,14 @@ class Launcher:
 
     def host_parts(
         self, values: Sequence[Any], stream: int
-    ) -> tuple[Callable[[], None], Callable[[], Any], Callable[[], int], Callable[[], int]]:
+    ) -> tuple[Callable[[], None], Callable[[], Any], Callable[[], int], Callable[[], int],
+               Callable[[], int]]:  # fmt: skip
         """``launch(values, stream)`` and its pieces, each callable alone
         (loader/profile.py): the whole launch; packing and the grid; the driver call with
-        its arguments prebuilt, untyped as ``launch`` makes it, and through the binding
-        with argtypes. The buffer is packed with ``values`` first, so that a driver call
-        alone launches them."""
+        its arguments prebuilt, untyped as ``launch`` makes it, through the binding with
+        argtypes, and untyped with a pointer per parameter (kernelParams) where ``launch``
+        may pass the buffer whole. The buffer is packed with ``values`` first, so that a
+        driver call alone launches them."""
         self.load()
         packed = self.slot_values(values, stream)
         self._buffer.pack(packed)
@@ -215,6 +232,7 @@ class Launcher:
         fn, fn_arg, block, shared, params = (
             self.function, self._function_arg, self.block, self.shared, self.params
         )  # fmt: skip
+        extra = self.extra
 
         def pack_grid() -> tuple[int, ...]:
             self._buffer.pack(packed)
@@ -223,8 +241,9 @@ class Launcher:
         return (
             lambda: self.launch(values, stream),
             pack_grid,
+            lambda: untyped(fn_arg, gx, gy, gz, block, 1, 1, shared, handle, None, extra),
+            lambda: typed(fn, gx, gy, gz, block, 1, 1, shared, stream, None, extra),
             lambda: untyped(fn_arg, gx, gy, gz, block, 1, 1, shared, handle, params, None),
-            lambda: typed(fn, gx, gy, gz, block, 1, 1, shared, stream, params, None),
         )
 
 

@@ -31,4 +31,6 @@ class HostPath:
     pack_grid: Callable[[], Any]  # the parameter buffer packed and the grid computed
     driver_call: Callable[[], int]  # cuLaunchKernel alone, untyped, its arguments prebuilt
     driver_call_typed: Callable[[], int]  # the same through the binding with argtypes
+    driver_call_params: Callable[[], int]  # untyped, a pointer per parameter (kernelParams),
+    # where driver_call hands the driver the parameter buffer whole
     variant: VariantSpec  # the variant the call launches

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loader import cubin
+
 
 def _v(x: Any) -> int:
     """A handle or address, whether passed raw or wrapped in a ctypes object."""
@@ -92,6 +94,8 @@ class FakeLib:
     modules: list[bytes] = field(default_factory=list)
     launches: list[Launch] = field(default_factory=list)
     functions: dict[int, str] = field(default_factory=dict)
+    # Each function's parameter offsets, read from its module's cubin as the driver does.
+    offsets: dict[int, tuple[int, ...]] = field(default_factory=dict)
     context: int = 0
     devices: int = 1
     context_device: int = 0  # the device of a context made current before the loader's
@@ -188,6 +192,12 @@ class FakeLib:
     def cuModuleGetFunction(self, out: Any, mod: Any, name: bytes) -> int:
         handle = 0x2000 + len(self.functions) + 1
         self.functions[handle] = name.decode()
+        try:
+            image = self.modules[_v(mod) - 0x1001]
+            layout = cubin.param_layout(image, name.decode())
+            self.offsets[handle] = tuple(offset for offset, _ in layout)
+        except (IndexError, cubin.CubinError):
+            pass  # a module that is no cubin: launched with kernelParams only
         self._out(out, handle)
         return 0
 
@@ -224,8 +234,19 @@ class FakeLib:
         assert isinstance(fn, ctypes.c_void_p) and (
             stream is None or isinstance(stream, ctypes.c_void_p)
         )
-        assert isinstance(params, ctypes.Array) and extra is None
-        words = [ctypes.c_uint64.from_address(params[i]).value for i in range(len(params))]
+        # Each parameter's first 8 bytes, from a pointer per parameter (kernelParams) or,
+        # as the driver copies a buffer passed whole (extra), from the cubin's offsets in it.
+        if extra is None:
+            assert isinstance(params, ctypes.Array)
+            addresses = [params[i] for i in range(len(params))]
+        else:
+            assert params is None and isinstance(extra, ctypes.Array) and len(extra) == 5
+            assert (extra[0], extra[2], extra[4]) == (1, 2, None)
+            size = ctypes.c_size_t.from_address(extra[3]).value
+            offsets = self.offsets[_v(fn)]
+            assert offsets and offsets[-1] < size
+            addresses = [extra[1] + offset for offset in offsets]
+        words = [ctypes.c_uint64.from_address(a).value for a in addresses]
         launch = Launch(_v(fn), (gx, gy, gz), bx, shared, _v(stream), words)
         if launch.stream in self.capturing:
             self.capturing[launch.stream].append(launch)

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import loader
-from loader import driver
+from loader import cubin, driver
 from loader import manifest as mf
 from loader.buckets import kernel_grid
 from loader.bundle import Kernel
@@ -420,7 +420,8 @@ int cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
                    unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
     struct call c = {f, gx, gy, gz, bx, by, bz, shared, stream, params, extra};
     last = c;
-    first_param = *(unsigned long long *)params[0];
+    /* the first parameter, from its pointer, or at offset 0 of a buffer passed whole */
+    first_param = *(unsigned long long *)(params ? params[0] : extra[1]);
     return 0;
 }
 """
@@ -453,8 +454,14 @@ def test_untyped_launch_passes_what_cuLaunchKernel_declares(fake: FakeLib, tmp_p
         assert last.f == launcher.function
         assert (last.gx, last.gy, last.gz) == (2**31 // 128, 2, 1)
         assert (last.bx, last.by, last.bz, last.shared) == (128, 1, 1, launcher.shared)
-        assert last.stream == stream and last.extra is None
-        assert last.params == ctypes.addressof(launcher.params)
+        assert last.stream == stream
+        # The cubin's layout is the buffer's, so the buffer is passed whole, with its size.
+        extra = (ctypes.c_void_p * 5).from_address(last.extra)
+        assert last.params is None and last.extra == ctypes.addressof(launcher.extra)
+        assert (extra[0], extra[2], extra[4]) == (1, 2, None)
+        assert extra[1] == launcher.params[0]  # the first slot's address: the buffer's base
+        end = ctypes.addressof(launcher.holders[-1]) + ctypes.sizeof(launcher.holders[-1])
+        assert ctypes.c_size_t.from_address(extra[3]).value == end - launcher.params[0]
         assert ctypes.c_ulonglong.in_dll(rec, "first_param").value == 0xDEAD_BEEF_0000
 
 
@@ -484,3 +491,31 @@ def test_param_buffer_places_a_tensor_map_at_64_bytes_by_value() -> None:
     assert bytes(buf.holders[2]) == tmap
     values = [buf.holders[i].value for i in (0, 1, 3, 4, 5, 6, 7, 8)]
     assert values == [0xABC0, 7, 3, 4, 40, 1, 0, 0]
+
+
+def test_the_buffer_is_laid_out_as_the_cubin_lays_out_its_parameters(
+    fake: FakeLib, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver copies the buffer whole to the kernel's parameter space, so each slot
+    sits at the cubin's offset for it (a Hopper cubin starts its first tensor map at 48,
+    not 0); a cubin whose parameters overlap is refused."""
+    real = cubin.param_layout
+    shift = {"by": 16}
+
+    def moved(image: bytes, function: str) -> tuple[tuple[int, int], ...]:
+        return tuple((offset + shift["by"] * (i > 0), size)
+                     for i, (offset, size) in enumerate(real(image, function)))  # fmt: skip
+
+    monkeypatch.setattr(cubin, "param_layout", moved)
+    path = handmade.write(tmp_path / "h.aotc")
+    k = loader.open(path).kernel("scale")
+    k(*args_for(1000, x=0xDEAD_BEEF_0000))
+    launcher = k.select(*_converted(k, args_for(1000)))[1]
+    image = loader.open(path).read_entry(launcher.variant.entry)
+    want = [offset for offset, _ in moved(image, launcher.variant.function)]
+    assert [ctypes.addressof(h) - launcher.params[0] for h in launcher.holders] == want
+    assert fake.launches[-1].params[:2] == [0xDEAD_BEEF_0000, 0x20000]  # read at those offsets
+
+    shift["by"] = -4  # the second parameter inside the first
+    with pytest.raises(loader.BundleError, match="overlap"):
+        loader.open(path).kernel("scale")(*args_for(1000))
