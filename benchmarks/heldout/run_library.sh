@@ -17,11 +17,16 @@ cp "$HERE"/*.toml "$HERE"/calls.py "$HERE"/check.py "$HERE"/../report.py "$W/r/"
 for package in "$@"; do cp -r "$CARRIED/$package" "$W/src/"; done
 source benchmarks/gpu_run.sh
 export PYTHONPATH=$W/src:$W/r:$CARRIED:$PYTHONPATH
+# The logs, reports and tuning databases come back as one archive, $OUT/NAME.tar.gz (a
+# device call returns at most 8 files), packed after every recipe, so a call cut short
+# still sends back what it had.
+pack() {
+  (cd "$W" && tar czf "$OUT/$(basename "$HERE").tar.gz" logs ./*.report.md ./*.tunedb.jsonl 2>/dev/null)
+}
 for r in $RECIPES; do
   [[ -f "$W/$r.aotc" ]] || stage "build-$r" "${BUILD_LIMIT:-240}" python3 -m aot.cli build "$W/r/$r.toml" -o "$W/$r.aotc" -j 16
   stage "check-$r" 180 python3 "$W/r/check.py" "$r" "$W/$r.aotc"
-  cp "$W/$r.report.md" "$W/$r.tunedb.jsonl" "$OUT/" 2>/dev/null
   cat "$W/logs/check-$r.log"
+  pack
 done
-cp "$W"/logs/* "$OUT/"
 cat "$S"
