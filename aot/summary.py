@@ -90,17 +90,40 @@ def describe_kernel(insts: list[Instance]) -> list[str]:
             out.append(_fit_line(inst))
     specs = insts[0].specs
     out.append(f"  specializations: {' | '.join(s.label for s in specs)}")
-    unaligned = unaligned_strides(kr, specs)
-    if unaligned:
-        out.append(f"  note: no variant assumes {', '.join(unaligned)} divisible by 16, so loads "
-                   "that step over them are not vectorised; give them 16 in specializations "
-                   "unless callers pass other strides")  # fmt: skip
+    out += _notes(kr, specs)
     total = sum(len(list(i.variants())) for i in insts)
     extra = " × derived values" if kr.derived else ""
     out.append(f"  variants: {total} = Σ over {len(insts)} (target, binding) of configs{extra} × "
                f"{len(specs)} specializations")  # fmt: skip
     out.append("")
     return out
+
+
+def _notes(kr: KernelRecipe, specs: Sequence[Spec]) -> list[str]:
+    """What the recipe leaves slower than it could be, silently: said at plan time."""
+    out = []
+    unaligned = unaligned_strides(kr, specs)
+    if unaligned:
+        out.append(f"  note: no variant assumes {', '.join(unaligned)} divisible by 16, so loads "
+                   "that step over them are not vectorised; give them 16 in specializations "
+                   "unless callers pass other strides")  # fmt: skip
+    once = sizes_tuned_once(kr)
+    if once:
+        values = ", ".join(f"{n} = {kr.sizes[n]}" for n in once)
+        out.append(f"  note: the grid reads {values} per call, tuned at that value alone; a "
+                   "call with another runs the configs chosen for it (correctly, not always "
+                   "the fastest): make it a bucket key, or list its values in sizes")  # fmt: skip
+    return out
+
+
+def sizes_tuned_once(kr: KernelRecipe) -> list[str]:
+    """Call values the grid reads (a batch read off a tensor's shape: what varies from
+    call to call) that are no bucket key and have one value in ``sizes``: the build tunes
+    every bucket at that value, while a call may bring any other (mamba's bmm_chunk, tuned
+    at batch 1, ran 0.78x its author's autotuner at batch 2). Kernel arguments with one
+    size (a weight's N) are left out: they are usually fixed by the model."""
+    read = set().union(*(g.names for g in kr.grid))
+    return sorted(n for n in read & kr.sizes.keys() & kr.call.keys() if n not in kr.buckets)
 
 
 def unaligned_strides(kr: KernelRecipe, specs: Sequence[Spec]) -> list[str]:

@@ -204,3 +204,26 @@ def test_the_plan_summary_names_the_recipe_as_given(
     out = capsys.readouterr().out
     assert out.splitlines()[0].endswith(" (small.toml)"), out
     assert str(recipe_dir) not in out
+
+
+@pytest.mark.parametrize("bucketed", [False, True])
+def test_plan_notes_a_per_call_size_the_grid_reads_but_tuning_sees_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bucketed: bool
+) -> None:
+    """A launch value read off a tensor per call (rows here, a batch in mamba's bmm_chunk)
+    with one value in sizes is tuned at that value alone: plan says so, and not once it
+    is a bucket key."""
+    from tests.test_launch_value_checks import KERNEL, RECIPE
+
+    rows = "buckets = { n_rows = [1, 1024] }\n"
+    sizes = "n_cols = [4096, 8192]" + ("" if bucketed else ", n_rows = 64")
+    recipe = RECIPE.replace(rows, rows if bucketed else "").replace("n_cols = [4096, 8192]", sizes)
+    (tmp_path / "rows.py").write_text(KERNEL)
+    (tmp_path / "rows.toml").write_text(recipe)
+    assert main(["plan", str(tmp_path / "rows.toml")]) == 0
+    notes = [line for line in capsys.readouterr().out.splitlines() if "per call, tuned" in line]
+    if bucketed:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and "the grid reads n_rows = 64 per call" in notes[0], notes
+        assert "make it a bucket key, or list its values in sizes" in notes[0]
