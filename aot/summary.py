@@ -119,9 +119,9 @@ def _notes(kr: KernelRecipe, specs: Sequence[Spec]) -> list[str]:
 def sizes_tuned_once(kr: KernelRecipe) -> list[str]:
     """Call values the grid reads (a batch read off a tensor's shape: what varies from
     call to call) that are no bucket key and have one value in ``sizes``: the build tunes
-    every bucket at that value, while a call may bring any other (mamba's bmm_chunk, tuned
-    at batch 1, ran 0.78x its author's autotuner at batch 2). Kernel arguments with one
-    size (a weight's N) are left out: they are usually fixed by the model."""
+    every bucket at that value, while a call may bring any other (mamba's bmm_chunk reads
+    its batch so). Kernel arguments with one size (a weight's N) are left out: they are
+    usually fixed by the model."""
     read = set().union(*(g.names for g in kr.grid))
     return sorted(n for n in read & kr.sizes.keys() & kr.call.keys() if n not in kr.buckets)
 
