@@ -96,7 +96,7 @@ class ParamBuffer:
         offsets: Sequence[int] | None = None,
     ):
         names = [*types, *(["*"] * scratch)]
-        slots = [_POINTER_SLOT if t[0] == "*" else _SLOTS[t] for t in names]
+        slots = [_slot(t) for t in names]
         places: list[int] = []
         pieces: list[str] = []  # each slot's struct code, with the padding before it
         end = 0
@@ -130,10 +130,15 @@ class ParamBuffer:
         self.pack: Callable[[Sequence[Any]], None] = _generate(source, env)["pack"]
 
 
+def _slot(t: str) -> tuple[str, type[Any]]:
+    """A manifest type's (struct code, ctypes type); every pointer is a 64-bit address."""
+    return _POINTER_SLOT if t[0] == "*" else _SLOTS[t]
+
+
 def slot_sizes(types: Sequence[str], scratch: int) -> tuple[int, ...]:
-    """The byte size of each ABI slot, the trailing scratch pointers included."""
-    return tuple(8 if t[0] == "*" else ctypes.sizeof(_SLOTS[t][1])
-                 for t in [*types, *(["*"] * scratch)])  # fmt: skip
+    """The byte size of each ABI slot, the trailing scratch pointers included, as
+    ParamBuffer lays them out."""
+    return tuple(ctypes.sizeof(_slot(t)[1]) for t in [*types, *(["*"] * scratch)])
 
 
 Fits = Callable[[Values], bool]
