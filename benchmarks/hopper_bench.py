@@ -212,9 +212,12 @@ def main() -> None:
     print(f"\n{out['gpu']}, torch {out['torch']}")
     for r in out.get("matmul", []):
         cfg = r["config"]
+        # split-K's K split, or the persistent kernel's epilogue split in two halves
+        split = f" split-K {cfg['SPLIT_K']}" if "SPLIT_K" in cfg else ""
+        split += " epilogue in 2" if cfg.get("EPILOGUE_SPLIT", 1) == 2 else ""
         pick = (
             f"{r['kernel']} {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']}"
-            f" split {cfg.get('SPLIT_K', 1)} w{cfg['warps']} s{cfg['stages']}"
+            f"{split} w{cfg['warps']} s{cfg['stages']}"
         )
         print(f"matmul {r['dtype']:9} M={r['M']:5}  ours {r['ours_us']:8.1f} us  cuBLAS "
               f"{r['cublas_us']:8.1f} us  {r['ratio']:.2f}x ({r['ratio_rounds'][0]:.2f}-"

@@ -65,15 +65,16 @@ def _warp_specialized(compiled: Any) -> bool:
     return "ttg.warp_specialize" in compiled.asm["ttgir"]
 
 
-def _matmul_consts(bm: int, bn: int, bk: int, ws: bool) -> dict[str, Any]:
-    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "WARP_SPECIALIZE": ws}
+def _matmul_consts(bm: int, bn: int, bk: int, ws: bool, split: int = 1) -> dict[str, Any]:
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "WARP_SPECIALIZE": ws,
+            "EPILOGUE_SPLIT": split}  # fmt: skip
 
 
-def _host_matmul_sig(dt: str, bm: int, bn: int, bk: int) -> dict[str, str]:
+def _host_matmul_sig(dt: str, bm: int, bn: int, bk: int, split: int = 1) -> dict[str, str]:
     return {
         "a_desc": f"tensordesc<{dt}[{bm}, {bk}]>",
         "b_desc": f"tensordesc<{dt}[{bk}, {bn}]>",
-        "c_desc": f"tensordesc<{dt}[{bm}, {bn}]>",
+        "c_desc": f"tensordesc<{dt}[{bm}, {bn // split}]>",
         "M": "i32",
         "N": "i32",
         "K": "i32",
@@ -130,6 +131,25 @@ def test_host_descriptor_matmul_has_one_tma_map_per_descriptor(
     assert _warp_specialized(c) == ws
     # warp-specialised, the kernel runs a producer warp group besides two consumer ones
     assert c.metadata.num_warps == (12 if ws else warps)
+
+
+@needs_ptxas
+def test_split_epilogue_fits_four_stages_of_wide_tiles(
+    compiled_mods: dict[str, ModuleType],
+) -> None:
+    # 128x256x64 tiles: four stages take 192 KB; a whole-tile epilogue (64 KB) would not fit
+    # beside them in 227 KB, two halves of 32 KB do (each stored through C's [128, 128] map)
+    fn = compiled_mods["mm"].matmul_tma_persistent
+    sig = _host_matmul_sig("fp16", 128, 256, 64, split=2)
+    c = _compile(fn, sig, _matmul_consts(128, 256, 64, False, split=2), 8, 4)
+    _assert_host_descriptors(c, 3)
+    assert c.metadata.shared <= 227 * 1024
+    whole = _compile(
+        fn, _host_matmul_sig("fp16", 128, 256, 64), _matmul_consts(128, 256, 64, False), 8, 3
+    )
+    # twice the TMA stores of the whole-tile epilogue (wherever the pipeliner copies them)
+    stores = "cp.async.bulk.tensor.2d.global.shared"
+    assert c.asm["ptx"].count(stores) == 2 * whole.asm["ptx"].count(stores) > 0
 
 
 @needs_ptxas

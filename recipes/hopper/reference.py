@@ -55,12 +55,13 @@ def matmul_reference(a, b):
         return a.float() @ b.float()
 
 
-def matmul_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
-    """Host descriptors for ``matmul_tma_persistent``: A, B and C with the config's blocks."""
+def matmul_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, EPILOGUE_SPLIT=1):
+    """Host descriptors for ``matmul_tma_persistent``: A, B and C with the config's blocks
+    (C's is BLOCK_N / EPILOGUE_SPLIT wide)."""
     return (
         TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
         TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N]),
-        TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]),
+        TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // EPILOGUE_SPLIT]),
     )
 
 

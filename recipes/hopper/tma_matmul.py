@@ -17,6 +17,11 @@ Two flavours of the same kernel:
   the kernel, which needs global scratch memory for them (under the JIT, an allocator given
   to ``triton.set_allocator``).
 
+EPILOGUE_SPLIT (1 or 2): with 2, C is stored in two halves of [BLOCK_M, BLOCK_N / 2] (the C
+descriptor's block), which halves the epilogue's shared memory: a 128x256 tile then fits
+four pipeline stages in the H200's 227 KB, the form closest to cuBLAS at M >= 1024
+(benchmarks/probe_matmul_large.py). Defaults to 1.
+
 WARP_SPECIALIZE: Triton 3.6's warp-specialising pass for sm_90 takes the tile loop only at
 num_warps=4, and the kernel then runs 12 warps (a producer warp group and two consumers:
 launch with the compiled metadata's num_warps); at other warp counts the option does
@@ -44,7 +49,7 @@ def _tile_origin(tile_id, num_pid_m, num_pid_n, BLOCK_M: tl.constexpr, BLOCK_N: 
 @triton.jit
 def _persistent_matmul(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr,
                        BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                       USE_WS: tl.constexpr):  # fmt: skip
+                       USE_WS: tl.constexpr, EPILOGUE_SPLIT: tl.constexpr):  # fmt: skip
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     num_tiles = num_pid_m * num_pid_n
@@ -61,7 +66,12 @@ def _persistent_matmul(a_desc, b_desc, c_desc, M, N, K, BLOCK_M: tl.constexpr,
             a = a_desc.load([off_m, off_k])
             b = b_desc.load([off_k, off_n])
             acc = tl.dot(a, b, acc)
-        c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
+        if EPILOGUE_SPLIT == 2:
+            acc0, acc1 = acc.reshape(BLOCK_M, 2, BLOCK_N // 2).permute(0, 2, 1).split()
+            c_desc.store([off_m, off_n], acc0.to(c_desc.dtype))
+            c_desc.store([off_m, off_n + BLOCK_N // 2], acc1.to(c_desc.dtype))
+        else:
+            c_desc.store([off_m, off_n], acc.to(c_desc.dtype))
 
 
 @triton.jit
@@ -77,6 +87,7 @@ def matmul_tma_persistent(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    EPILOGUE_SPLIT: tl.constexpr = 1,
 ):
     # Triton 3.6 splits a 128-row tile between two consumer warp groups when it
     # warp-specialises on sm_90, and the C store then no longer matches the host
@@ -84,7 +95,7 @@ def matmul_tma_persistent(
     # option is honoured for BLOCK_M <= 64 only.
     USE_WS: tl.constexpr = WARP_SPECIALIZE and BLOCK_M <= 64
     _persistent_matmul(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                       USE_WS)  # fmt: skip
+                       USE_WS, EPILOGUE_SPLIT)  # fmt: skip
 
 
 @triton.jit
@@ -103,6 +114,7 @@ def matmul_tma_device(
     BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     WARP_SPECIALIZE: tl.constexpr,
+    EPILOGUE_SPLIT: tl.constexpr = 1,
 ):
     a_desc = tl.make_tensor_descriptor(
         a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K]
@@ -111,7 +123,10 @@ def matmul_tma_device(
         b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N]
     )
     c_desc = tl.make_tensor_descriptor(
-        c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N]
+        c_ptr,
+        shape=[M, N],
+        strides=[stride_cm, 1],
+        block_shape=[BLOCK_M, BLOCK_N // EPILOGUE_SPLIT],
     )
     _persistent_matmul(a_desc, b_desc, c_desc, M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
-                       WARP_SPECIALIZE)  # fmt: skip
+                       WARP_SPECIALIZE, EPILOGUE_SPLIT)  # fmt: skip
