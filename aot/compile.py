@@ -249,8 +249,9 @@ class CompilePool:
 
     def _executor(self) -> WorkerPool:
         if self._pool is None:
+            # workers' output (a failing compiler's IR dumps) to their logs, not the terminal
             self._pool = WorkerPool([Placement()] * self.jobs, init=_worker_init,
-                                    init_args=(self._triton_cache,))  # fmt: skip
+                                    init_args=(self._triton_cache,), log=True)  # fmt: skip
         return self._pool
 
     def submit(self, inst: Instance, var: Variant) -> cf.Future[Compiled]:
@@ -309,7 +310,8 @@ class CompilePool:
             if self._aborted:
                 return None
             if died.crashed:
-                return {"ok": False, "reason": f"the Triton compiler crashed ({died.how})"}
+                why = f": {died.last_words}" if died.last_words else ""
+                return {"ok": False, "reason": f"the Triton compiler crashed ({died.how}){why}"}
             if not died.started:
                 return {"ok": False, KILLED: True,
                         "reason": f"the compile worker could not start ({died.how}); nothing "

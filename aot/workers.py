@@ -53,6 +53,7 @@ T = TypeVar("T")
 # worker killed from outside (SIGKILL by the OOM killer, SIGTERM, SIGHUP).
 CRASHES = frozenset({signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE})
 LOG_LINES = 15  # of a dead worker's output, in its error
+_CAUSES = ("unreachable", "assert", "error")  # words of a line that says why a compiler died
 _READY = "ready"
 
 
@@ -87,6 +88,14 @@ class WorkerDied(Exception):
         self.log = log  # the end of its output, when the pool captures it
         self.started = started  # False: it died before it could take a job
         super().__init__(f"the worker on {placement.label} ended ({self.how})")
+
+    @property
+    def last_words(self) -> str:
+        """The line of its output that says why (an LLVM ``UNREACHABLE``, a failed
+        assertion, an error), else its last line; at most 300 characters."""
+        lines = [ln.strip() for ln in self.log.splitlines() if ln.strip()]
+        why = [ln for ln in lines if any(w in ln.lower() for w in _CAUSES)]
+        return (why or lines or [""])[-1][:300]
 
     @property
     def crashed(self) -> bool:
@@ -161,6 +170,8 @@ def _worker_main(
             continue
         if task is None:
             return
+        if log is not None:  # the log holds this job's output alone: a crash's tail is its own
+            os.ftruncate(2, 0)
         fn, args = task
         try:
             reply: tuple[Any, ...] = ("ok", fn(*args))

@@ -9,6 +9,7 @@ import concurrent.futures as cf
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,6 +110,19 @@ def test_a_dead_worker_fails_its_job_alone_and_is_replaced(
     assert again != first
 
 
+def say_then_die(words: str) -> None:
+    os.write(2, words.encode() + b"\n")
+    os.abort()
+
+
+def test_a_dead_workers_log_holds_its_last_job_alone() -> None:
+    with WorkerPool([Placement("cpu")], log=True) as pool:
+        pool.submit(os.write, 2, b"an earlier job's output\n").result(timeout=60)
+        with pytest.raises(WorkerDied) as e:
+            pool.submit(say_then_die, "UNREACHABLE executed at Pass.cpp:12!").result(timeout=60)
+    assert e.value.log == "UNREACHABLE executed at Pass.cpp:12!"
+
+
 def test_a_worker_that_cannot_start_is_no_crash() -> None:
     with (
         WorkerPool([Placement()], init=broken_init, log=True) as pool,
@@ -166,6 +180,19 @@ def test_abort_kills_the_workers_and_cancels_what_did_not_start() -> None:
     assert pool.submit(where).cancelled()
 
 
+def test_an_aborted_pool_leaves_no_worker_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(KeyboardInterrupt), WorkerPool([Placement()] * 2, log=True) as pool:
+        jobs = [pool.submit(sleep, 120) for _ in range(2)]
+        while not all(j.running() for j in jobs):
+            time.sleep(0.01)
+        assert len(list(tmp_path.glob("aotc-worker-*.log"))) == 2
+        raise KeyboardInterrupt
+    assert not list(tmp_path.iterdir())
+
+
 def test_leaving_the_pool_by_an_exception_aborts_it() -> None:
     with pytest.raises(KeyboardInterrupt), WorkerPool([Placement()]) as pool:
         job = pool.submit(sleep, 120)
@@ -190,6 +217,14 @@ def test_compile_pool_caches_a_compiler_crash_and_nothing_else(tmp_path: Path) -
     pool = CompilePool(None, CompileCache(tmp_path), 1)  # type: ignore[arg-type]
     crash = pool._verdict(_settled(WorkerDied(Placement(), -signal.SIGSEGV)))
     assert crash == {"ok": False, "reason": "the Triton compiler crashed (SIGSEGV)"}
+    # what the compiler said last, picked out of its IR dump
+    log = "module {\n  tt.func @k() {\n}\nUNREACHABLE executed at WSDataPartition.cpp:1205!\n}"
+    said = pool._verdict(_settled(WorkerDied(Placement(), -signal.SIGABRT, log=log)))
+    assert said == {
+        "ok": False,
+        "reason": "the Triton compiler crashed (SIGABRT): "
+        "UNREACHABLE executed at WSDataPartition.cpp:1205!",
+    }
     killed, unborn = (
         WorkerDied(Placement(), -signal.SIGKILL),
         WorkerDied(Placement(), 1, started=False),
