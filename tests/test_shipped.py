@@ -353,6 +353,30 @@ def test_the_default_specialization_is_the_jits_for_the_example() -> None:
     assert top == {**special, "M": 16}
 
 
+def test_integers_that_follow_the_bucket_are_specialised_as_the_jit_does() -> None:
+    """blocked's EM follows its bucket key n and is divisible by 16 at the largest bucket:
+    it is assumed so with n and without (as the JIT would; a batch stride so assumed is
+    what lets Triton pipeline a program's loads), then neither."""
+    plan = make_plan(load(DATA / "shipped.toml"))
+    blocked = next(i for i in plan.instances if i.kernel.name == "blocked")
+    wide, follow, aligned = (dict(s.assume) for s in blocked.specs[:3])
+    assert wide == {**follow, "n": 16} and follow == {**aligned, "EM": 16}
+    assert "n" not in aligned and "EM" not in aligned and len(blocked.specs) == 4
+    mm = next(i for i in plan.instances if i.kernel.name == "mm")  # nothing follows M there
+    assert not any("EM" in dict(s.assume) for s in mm.specs)
+
+
+def test_a_call_runs_the_widest_variant_its_integers_allow(shipped: Path, fake: FakeLib) -> None:
+    blocked = loader.open(shipped)["blocked"]
+    block = blocked.launch_config(dtypes={"T": "fp16", "bias_ptr": "given"}, n=64)["BLOCK_M"]
+    both = blocked.variant_for(*blocked_args(64, 128), BLOCK_M=block)
+    em_only = blocked.variant_for(*blocked_args(50, 64), BLOCK_M=block)  # between buckets
+    neither = blocked.variant_for(*blocked_args(64, 72), BLOCK_M=block)
+    assert both.assume["EM"] == 16 and both.assume["n"] == 16
+    assert em_only.assume["EM"] == 16 and "n" not in em_only.assume
+    assert "n" not in neither.assume and "EM" not in neither.assume
+
+
 def test_a_call_at_a_multiple_of_16_runs_the_variant_that_assumes_it(
     shipped: Path, fake: FakeLib
 ) -> None:

@@ -127,6 +127,12 @@ def example_specializations(
     - first, where it assumes more, the same with every integer bucket key divisible by
       16, as the JIT specialises a call at M = 4096: a bucket's calls at multiples of 16
       (its bounds, mostly) run that variant, the others the next one;
+    - both of these, where there are some, also with the integers that change with the
+      bucket keys and are divisible by 16 at the largest bucket, such as the batch stride
+      of a [batch, seqlen, ...] tensor, as the JIT specialises those at a call too: without
+      such a stride's divisibility Triton cannot prove a program's loads aligned and does
+      not pipeline them (mamba's bmm_chunk ran 1.9x slower so on the H200). The bucket
+      keys' variant is then built with them only;
     - and, where that assumes more, the same with pointers and ones only: a call at
       another size (a hint, not a limit) then still gets aligned loads.
     """
@@ -155,10 +161,20 @@ def example_specializations(
             elif x % 16 == 0 and p.align:
                 full[p.name] = 16
     aligned = {n: k for n, k in full.items() if k == 1 or signature[n].startswith("*")}
-    top = {**full, **keys}
-    profiles = [top] if top != full else []  # a listed bucket key may be assumed already
-    if full:
-        profiles.append(full)
-    if aligned and aligned != full:
-        profiles.append(aligned)
+    top = {**full, **keys}  # a listed bucket key may be assumed already: then top == full
+    follow = {n: k for n, k in _followers(kernel, example, signature).items() if n not in keys}
+    profiles: list[dict[str, int]] = []
+    for prof in ({**top, **follow}, {**full, **follow}, full, aligned):
+        if prof and prof not in profiles:
+            profiles.append(prof)
     return tuple(profiles)
+
+
+def _followers(kernel: Shipped, example: Example, signature: Mapping[str, str]) -> dict[str, int]:
+    """The integers that change with the bucket (``example.varying``, the keys among them)
+    and are divisible by 16 at the example's largest bucket: each assumed so."""
+    ints = example.ints()
+    return {p.name: 16 for p in kernel.runtime
+            if p.name in example.varying and p.specialize and p.align
+            and signature.get(p.name, "") in INT_TYPES and signature[p.name] not in ("i1", "u1")
+            and ints.get(p.name, 1) % 16 == 0}  # fmt: skip
