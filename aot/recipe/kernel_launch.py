@@ -131,8 +131,8 @@ def example_specializations(
       bucket keys and are divisible by 16 at the largest bucket, such as the batch stride
       of a [batch, seqlen, ...] tensor, as the JIT specialises those at a call too: without
       such a stride's divisibility Triton cannot prove a program's loads aligned and does
-      not pipeline them (mamba's bmm_chunk ran 1.9x slower so on the H200). The bucket
-      keys' variant is then built with them only;
+      not pipeline them (mamba's bmm_chunk ran 1.9x slower so on the H200). No variant
+      then assumes the keys without them;
     - and, where that assumes more, the same with pointers and ones only: a call at
       another size (a hint, not a limit) then still gets aligned loads.
     """
@@ -162,7 +162,7 @@ def example_specializations(
                 full[p.name] = 16
     aligned = {n: k for n, k in full.items() if k == 1 or signature[n].startswith("*")}
     top = {**full, **keys}  # a listed bucket key may be assumed already: then top == full
-    follow = {n: k for n, k in _followers(kernel, example, signature).items() if n not in keys}
+    follow = _followers(kernel, example, signature, keys)
     profiles: list[dict[str, int]] = []
     for prof in ({**top, **follow}, {**full, **follow}, full, aligned):
         if prof and prof not in profiles:
@@ -170,11 +170,13 @@ def example_specializations(
     return tuple(profiles)
 
 
-def _followers(kernel: Shipped, example: Example, signature: Mapping[str, str]) -> dict[str, int]:
-    """The integers that change with the bucket (``example.varying``, the keys among them)
+def _followers(
+    kernel: Shipped, example: Example, signature: Mapping[str, str], keys: Mapping[str, int]
+) -> dict[str, int]:
+    """The integers other than the bucket keys that change with them (``example.varying``)
     and are divisible by 16 at the example's largest bucket: each assumed so."""
     ints = example.ints()
     return {p.name: 16 for p in kernel.runtime
-            if p.name in example.varying and p.specialize and p.align
+            if p.name in example.varying and p.name not in keys and p.specialize and p.align
             and signature.get(p.name, "") in INT_TYPES and signature[p.name] not in ("i1", "u1")
             and ints.get(p.name, 1) % 16 == 0}  # fmt: skip
