@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from aot.build import TuneOptions, build
+from aot.build import BuildResult, TuneOptions, build
 from aot.tune.db import Record
 from aot.tune.worker import sustain
 from tests.conftest import env_for
@@ -20,10 +20,13 @@ from tests.test_tune import tune_build
 
 def _rebuild(recipe: Path, db: Path, out: Path) -> list[dict[str, Any]]:
     """The requests a build of ``recipe`` resuming from ``db`` sends a new worker."""
+    return _resume(recipe, db, out)[0]
+
+
+def _resume(recipe: Path, db: Path, out: Path) -> tuple[list[dict[str, Any]], BuildResult]:
     worker = FakeWorker()
     opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: worker)
-    build(recipe, out, env_for(out.parent / "cache"), out.parent, opts)
-    return worker.requests
+    return worker.requests, build(recipe, out, env_for(out.parent / "cache"), out.parent, opts)
 
 
 def _with_baseline(recipe_dir: Path, extra: str = "") -> Path:
@@ -76,6 +79,24 @@ def test_finals_timed_from_an_idle_gpu_are_measured_again_and_nothing_else(
     assert again and {q["op"] for q in again} == {"bench", "baseline"}
     assert all(q["sustain_ms"] == 100 for q in again)
     assert _rebuild(recipe, db, tmp_path / "c.aotc") == []
+
+
+def test_the_build_says_how_many_it_took_again(recipe_dir: Path, tmp_path: Path) -> None:
+    """A resumed build that times a database's finals and baselines again (they were taken
+    from an idle GPU) says so in its tuning line, rather than look like new work."""
+    from aot.cli.commands import _tuning_line
+
+    recipe = _with_baseline(recipe_dir, "sustain_ms = 0\n")
+    db = _db(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
+    recipe.write_text(recipe.read_text().replace("sustain_ms = 0\n", ""))
+    again, result = _resume(recipe, db, tmp_path / "b.aotc")
+    stats = result.tuning
+    assert stats is not None and stats.retaken == stats.benchmarks == len(again) > 0
+    assert f"{len(again)} measurements taken ({len(again)} again: the database's were taken " \
+        "another way)" in _tuning_line(stats)  # fmt: skip
+    _, same = _resume(recipe, db, tmp_path / "c.aotc")
+    assert same.tuning is not None and same.tuning.retaken == same.tuning.benchmarks == 0
+    assert "again" not in _tuning_line(same.tuning)
 
 
 def test_a_final_without_a_setup_is_measured_again_a_benchmark_is_not(

@@ -188,8 +188,11 @@ def _built(r: BuildResult) -> str:
 
 
 def _tuning_line(s: TuneStats) -> str:
+    # a database's timings taken another way (finals from an idle GPU, before
+    # tune.sustain_ms; other variants) are taken again, which a resumed build may not expect
+    again = f" ({s.retaken} again: the database's were taken another way)" if s.retaken else ""
     return (
-        f"tuned {s.instances} kernel instances: {s.benchmarks} measurements taken, "
+        f"tuned {s.instances} kernel instances: {s.benchmarks} measurements taken{again}, "
         f"{s.resumed} reused from the database, {s.failed} failed, "
         f"{s.restarts} worker restarts; {s.compiled} candidate variants compiled, "
         f"{s.cached} from cache"

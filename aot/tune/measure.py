@@ -59,6 +59,7 @@ class Measurer:
     _stopped: threading.Event
     taken: int
     resumed: int
+    retaken: int  # of those taken, measurements the database held taken another way
     failed: int
 
     def _abs(self, ref: str | None) -> str | None:
@@ -195,6 +196,9 @@ class Measurer:
             with self._lock:
                 self.resumed += 1
             return (known.ms if known.ok else None), True
+        if known is not None:
+            with self._lock:
+                self.retaken += 1
         compiled = self._compiled(inst, config)
         generic = compiled[-1]
         if not generic.ok:
@@ -245,6 +249,9 @@ class Measurer:
         known = self.db.get(probe)
         if known is not None and known.ok and _taken_as_now(inst, known):
             return  # a failed one, or one timed otherwise than the finals now are, again
+        if known is not None and known.ok:
+            with self._lock:
+                self.retaken += 1
         want = inst.kernel.tune.sustain_ms
         at = self._at(inst, problem(inst, bucket), config)
         msg = {

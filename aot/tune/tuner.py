@@ -52,6 +52,7 @@ class TuneStats:
     resumed: int  # measurements found in the database
     failed: int
     restarts: int
+    retaken: int = 0  # of the benchmarks, those the database held taken another way
     compiled: int = 0  # candidate variants compiled for the measurements
     cached: int = 0  # candidate variants found in the compile cache
 
@@ -81,7 +82,7 @@ class Tuner(Measurer):
         self.root = plan.recipe.root
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self.taken = self.resumed = self.failed = 0
+        self.taken = self.resumed = self.retaken = self.failed = 0
 
     # -- which instances run where ----------------------------------------------------
     def assignments(self) -> list[tuple[Instance, GpuInfo]]:
@@ -115,6 +116,7 @@ class Tuner(Measurer):
             instances=len(work),
             benchmarks=self.taken,
             resumed=self.resumed,
+            retaken=self.retaken,
             failed=self.failed,
             restarts=sum(w.restarts for w in self.workers.values()),
             compiled=self.pool.compiled,
