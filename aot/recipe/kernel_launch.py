@@ -16,6 +16,9 @@ from .kernel_names import Names
 from .kernel_signature import Example
 from .validate import Validator, show
 
+# integer types a specialization may assume divisible by 16 or equal to 1 (not booleans)
+_NUMBERS = frozenset(INT_TYPES) - {"i1", "u1"}
+
 SPEC_VALUES = (0, 1, 16)  # no assumption, equal to 1, divisible by 16
 
 
@@ -141,8 +144,7 @@ def example_specializations(
     keys: dict[str, int] = {}
     for p in kernel.runtime:
         t = signature.get(p.name, "")
-        if p.name in buckets and t in INT_TYPES and t not in ("i1", "u1") and p.specialize \
-                and p.align:  # fmt: skip
+        if p.name in buckets and t in _NUMBERS and p.specialize and p.align:
             keys[p.name] = 16
         if p.name in listed and p.specialize and p.align:
             # A size listed with exact values (row widths): divisible by 16 if all are,
@@ -154,7 +156,7 @@ def example_specializations(
             continue
         if t.startswith("*") and p.align:
             full[p.name] = 16
-        elif t in INT_TYPES and t not in ("i1", "u1") and p.name in ints:
+        elif t in _NUMBERS and p.name in ints:
             x = ints[p.name]
             if x == 1:
                 full[p.name] = 1
@@ -162,7 +164,7 @@ def example_specializations(
                 full[p.name] = 16
     aligned = {n: k for n, k in full.items() if k == 1 or signature[n].startswith("*")}
     top = {**full, **keys}  # a listed bucket key may be assumed already: then top == full
-    follow = _followers(kernel, example, signature, keys)
+    follow = _followers(kernel, example.varying, ints, signature, keys)
     profiles: list[dict[str, int]] = []
     for prof in ({**top, **follow}, {**full, **follow}, full, aligned):
         if prof and prof not in profiles:
@@ -171,12 +173,12 @@ def example_specializations(
 
 
 def _followers(
-    kernel: Shipped, example: Example, signature: Mapping[str, str], keys: Mapping[str, int]
-) -> dict[str, int]:
-    """The integers other than the bucket keys that change with them (``example.varying``)
-    and are divisible by 16 at the example's largest bucket: each assumed so."""
-    ints = example.ints()
+    kernel: Shipped, varying: frozenset[str], ints: Mapping[str, int],
+    signature: Mapping[str, str], keys: Mapping[str, int],
+) -> dict[str, int]:  # fmt: skip
+    """The integers other than the bucket keys that change with them (``varying``) and
+    are divisible by 16 at the example's largest bucket (``ints``): each assumed so."""
     return {p.name: 16 for p in kernel.runtime
-            if p.name in example.varying and p.name not in keys and p.specialize and p.align
-            and signature.get(p.name, "") in INT_TYPES and signature[p.name] not in ("i1", "u1")
+            if p.name in varying and p.name not in keys and p.specialize and p.align
+            and signature.get(p.name, "") in _NUMBERS
             and ints.get(p.name, 1) % 16 == 0}  # fmt: skip
