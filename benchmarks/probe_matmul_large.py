@@ -53,10 +53,10 @@ CONFIGS = [
 ]
 
 
-def _runner(form: str, cfg: tuple, a, b, c, num_sms: int):
+def _runner(cfg: tuple, a, b, c, num_sms: int):
     from triton.tools.tensor_descriptor import TensorDescriptor
 
-    _, bm, bn, bk, ws, warps, stages = cfg
+    form, bm, bn, bk, ws, warps, stages = cfg
     m, k = a.shape
     n = b.shape[1]
     grid = (min(num_sms, triton.cdiv(m, bm) * triton.cdiv(n, bn)),)
@@ -107,7 +107,7 @@ def main() -> None:
             for cfg in CONFIGS:
                 label = "{}-{}x{}x{}-ws{}-w{}-s{}".format(*cfg)
                 try:
-                    run = _runner(cfg[0], cfg, a, b, c, num_sms)
+                    run = _runner(cfg, a, b, c, num_sms)
                     c.fill_(float("nan"))
                     run()
                     torch.cuda.synchronize()

@@ -7,7 +7,7 @@ compares the machine code (cubin text section) with each of the bundle's variant
 config, printing their assumptions, registers and shared memory. probe_batch.py times the
 two on an H200.
 
-    PYTHONPATH=<mamba_ssm's folder>:<stubs> python jit_parity.py BUNDLE
+    PYTHONPATH=<mamba_ssm's folder>:<stubs>:<this folder> python jit_parity.py BUNDLE
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ os.environ["TRITON_DISABLE_LINE_INFO"] = "1"  # as aotc compiles: no source path
 
 import triton
 import triton.language as tl
+from calls import bmm_inputs
 from mamba_ssm.ops.triton.ssd_bmm import _bmm_chunk_fwd_kernel
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -26,18 +27,18 @@ from triton.compiler import ASTSource
 from loader.cubin import inspect, machine_code
 from loader.format import BundleFile
 
-SEQLEN, BATCH, CHUNK, K = 16384, 2, 256, 128
-NCHUNKS = SEQLEN // CHUNK
-# the integer arguments _bmm_chunk_fwd passes for a, b [batch, seqlen, 1, K] (contiguous)
-# and out [batch, nchunks, 1, chunk, chunk], without seq_idx (its strides then 0)
-INTS = {
-    "seqlen": SEQLEN, "chunk_size": CHUNK, "K": K, "ngroups": 1,
-    "stride_a_batch": SEQLEN * K, "stride_a_seqlen": K, "stride_a_head": K, "stride_ak": 1,
-    "stride_b_batch": SEQLEN * K, "stride_b_seqlen": K, "stride_b_head": K, "stride_bk": 1,
-    "stride_out_batch": NCHUNKS * CHUNK * CHUNK, "stride_out_chunk": CHUNK * CHUNK,
-    "stride_out_head": CHUNK * CHUNK, "stride_outm": CHUNK, "stride_outn": 1,
-    "stride_seq_idx_batch": 0, "stride_seq_idx_seqlen": 0,
-}  # fmt: skip
+SEQLEN, BATCH = 16384, 2
+
+
+def call_ints() -> dict[str, int]:
+    """The integer arguments of the call, from the recipe's own inputs (calls.py) at batch 2
+    x 16384 on the CPU; without seq_idx, whose strides mamba's wrapper then passes as 0."""
+    fn = _bmm_chunk_fwd_kernel.fn
+    runtime = [n for n, p in zip(fn.arg_names, fn.params, strict=True) if not p.is_constexpr]
+    sizes = {"batch": BATCH, "seqlen": SEQLEN, "ngroups": 1, "K": 128, "chunk_size": 256}
+    args = bmm_inputs(sizes, {"T": "bf16"}, device="cpu")
+    ints = {n: a for n, a in zip(runtime, args, strict=True) if type(a) is int}
+    return {**ints, "stride_seq_idx_batch": 0, "stride_seq_idx_seqlen": 0}
 
 
 def jit_cubin(meta: dict[str, int], warps: int, stages: int) -> bytes:
@@ -47,16 +48,17 @@ def jit_cubin(meta: dict[str, int], warps: int, stages: int) -> bytes:
     consts: dict[str, object] = {"seq_idx_ptr": None, "IS_CAUSAL": False, "HAS_SEQ_IDX": False,
                                  "dot_dtype": tl.bfloat16, **meta}  # fmt: skip
     attrs = {}
+    ints = call_ints()
     for i, name in enumerate(fn.arg_names):
         if name in consts:
             sig[name] = "constexpr"
         elif name.endswith("_ptr"):
             sig[name], attrs[(i,)] = "*bf16", [["tt.divisibility", 16]]
-        elif INTS[name] == 1:
+        elif ints[name] == 1:
             sig[name], consts[name] = "constexpr", 1
         else:
             sig[name] = "i32"
-            if INTS[name] % 16 == 0:
+            if ints[name] % 16 == 0:
                 attrs[(i,)] = [["tt.divisibility", 16]]
     src = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
     options = {"num_warps": warps, "num_stages": stages}
