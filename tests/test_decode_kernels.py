@@ -121,6 +121,8 @@ COMPILES = {
     "split-G8-bn32-s16": ("pa", "paged_decode_split", _paged(8, 32, 16), 4, 3, True),
     "reduce-s8": ("pa", "paged_decode_reduce", {"HEAD_DIM": 128, "NUM_SPLITS": 8}, 4, 1, False),
     "reduce-s32": ("pa", "paged_decode_reduce", {"HEAD_DIM": 64, "NUM_SPLITS": 32}, 2, 1, False),
+    "reduce-s32-all": ("pa", "paged_decode_reduce",
+                       {"HEAD_DIM": 128, "NUM_SPLITS": 32, "READ_ALL": True}, 1, 1, False),
     "topk-E8": ("moe", "topk_softmax",
                 {"NUM_EXPERTS": 8, "TOP_K": 2, "RENORMALIZE": True, "BLOCK_T": 16}, 4, 1, False),
     "topk-E60": ("moe", "topk_softmax",
@@ -187,7 +189,7 @@ def _relative_error(out: Any, expected: Any) -> float:
 
 def _paged_case(mods: dict[str, ModuleType], lens: tuple[int, ...], hq: int, hkv: int, d: int,
                 bs: int, bn: int, splits: int, dtype: str,
-                min_split: int = 0) -> float:  # fmt: skip
+                min_split: int = 0, read_all: bool = False) -> float:  # fmt: skip
     import torch
 
     pa, ref = mods["pa"], mods["ref"]
@@ -198,7 +200,7 @@ def _paged_case(mods: dict[str, ModuleType], lens: tuple[int, ...], hq: int, hkv
     for t in scratch:
         t.fill_(float("nan"))
     pa.paged_attention(q, kc, vc, table, cl, out, scale, block_n=bn, num_splits=splits,
-                       scratch=scratch, min_split=min_split)  # fmt: skip
+                       scratch=scratch, min_split=min_split, read_all=read_all)  # fmt: skip
     error = _relative_error(out, ref.paged_reference(q, kc, vc, table, cl, scale))
     if splits > 1:  # the partials; past a short context's end the neutral maximum and sum,
         import torch  # and the output row left as it was (never written, never read)
@@ -237,6 +239,11 @@ CASES["paged-G4-bs8-d64-fp16"] = partial(
 CASES["paged-G4-splits8-min32-fp16"] = partial(
     _paged_case, lens=(100, 1, 17, 0), hq=8, hkv=2, d=32, bs=16, bn=16, splits=8,
     dtype="fp16", min_split=32,
+)  # fmt: skip
+# the reduce reading every range's row: the empty ranges' rows are NaN (never written)
+CASES["paged-G4-splits8-min32-readall-bf16"] = partial(
+    _paged_case, lens=(100, 1, 17, 0), hq=8, hkv=2, d=32, bs=16, bn=16, splits=8,
+    dtype="bf16", min_split=32, read_all=True,
 )  # fmt: skip
 CASES["paged-G8-splits8-short-fp16"] = partial(
     _paged_case, lens=(1, 2, 130), hq=8, hkv=1, d=32, bs=16, bn=16, splits=8, dtype="fp16"

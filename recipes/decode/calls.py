@@ -92,7 +92,8 @@ def paged_decode_split_reference(q, k, v, table, ctx, part_out, part_max, part_s
 
 
 def paged_decode_reduce_inputs(sizes, dtypes, device="cuda"):
-    """Partials of a few sequences, some splits neutral (an empty range's)."""
+    """Partials of a few sequences, some splits neutral (an empty range's), whose output
+    rows hold NaN: the split kernel never writes them, so nothing may read them into a sum."""
     num_seqs = sizes["num_seqs"]
     g = torch.Generator().manual_seed(num_seqs)
     rows = (num_seqs, NUM_Q_HEADS, NUM_SPLITS)
@@ -101,7 +102,7 @@ def paged_decode_reduce_inputs(sizes, dtypes, device="cuda"):
     part_sum = torch.rand(rows, generator=g) * 8 + 1
     empty = torch.rand(rows, generator=g) < 0.25
     empty[..., 0] = False
-    part_out[empty], part_max[empty], part_sum[empty] = 0.0, _ref.NEUTRAL_MAX, 0.0
+    part_out[empty], part_max[empty], part_sum[empty] = float("nan"), _ref.NEUTRAL_MAX, 0.0
     dt = _ref.DTYPES[dtypes["T"]]
     out = torch.empty(num_seqs, NUM_Q_HEADS, HEAD_DIM, dtype=dt, device=device)
     return [part_out.to(device), part_max.to(device), part_sum.to(device), out, num_seqs,
@@ -112,7 +113,8 @@ def paged_decode_reduce_reference(part_out, part_max, part_sum, out, *rest):
     m = part_max.double().max(-1, keepdim=True).values
     w = torch.exp2(part_max.double() - m)
     total = (part_sum.double() * w).sum(-1)
-    return {"out_ptr": (part_out.double() * w[..., None]).sum(-2) / total[..., None]}
+    written = torch.where((part_sum > 0)[..., None], part_out.double(), 0.0)
+    return {"out_ptr": (written * w[..., None]).sum(-2) / total[..., None]}
 
 
 def _i32(values, device):

@@ -230,10 +230,16 @@ def paged_decode_reduce(
     stride_o_head,
     HEAD_DIM: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
+    READ_ALL: tl.constexpr = False,
 ):
     """out[seq, head] from the NUM_SPLITS partials of paged_decode_split (NUM_SPLITS a
-    power of two; grid (num_seqs, num_q_heads)). Only the output rows of non-empty ranges
-    (sum > 0) are read: an empty range's was never written."""
+    power of two; grid (num_seqs, num_q_heads)). An empty range's output row (sum 0) was
+    never written and never counts. READ_ALL: every range's row is read together with the
+    maxima and sums, in one round trip, and an empty range's is discarded by a select
+    (whatever it holds, NaN included); otherwise only non-empty ranges' rows are read, once
+    the sums have arrived. The first is faster for few sequences (the reduce is latency:
+    0.5-0.7 µs of a 40 µs pair at one sequence × 32k), the second where many ranges are
+    empty (benchmarks/probe_decode_combine.py)."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     if seq >= num_seqs:
@@ -246,8 +252,11 @@ def paged_decode_reduce(
     m = tl.max(m_s, 0)  # NEUTRAL_MAX only for an empty context: then w = 1, total = 0
     w = tl.math.exp2(m_s - m)
     total = tl.sum(l_s * w, 0)
-    o_s = tl.load(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :],
-                  mask=(l_s > 0)[:, None], other=0.0)  # fmt: skip
+    o_rows = part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :]
+    if READ_ALL:
+        o_s = tl.where((l_s > 0)[:, None], tl.load(o_rows), 0.0)
+    else:
+        o_s = tl.load(o_rows, mask=(l_s > 0)[:, None], other=0.0)
     o = tl.sum(o_s * w[:, None], 0) / tl.where(total > 0, total, 1.0)
     o_ptrs = out_ptr + seq.to(tl.int64) * stride_o_seq + head * stride_o_head + offs_d
     tl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
@@ -269,10 +278,10 @@ def split_scratch(num_seqs: int, num_q_heads: int, num_splits: int, head_dim: in
 
 def paged_attention(q, k_cache, v_cache, block_table, context_lens, out, sm_scale,
                     block_n=64, num_splits=1, scratch=None, num_warps=4, num_stages=2,
-                    min_split=0):  # fmt: skip
+                    min_split=0, read_all=False):  # fmt: skip
     """out = decode attention of q over the paged cache; split-KV when num_splits > 1 (a
     power of two; ``scratch`` from split_scratch, made here when None), each range of at
-    least ``min_split`` tokens."""
+    least ``min_split`` tokens, the reduce with READ_ALL = ``read_all``."""
     num_seqs, num_q_heads, head_dim = q.shape
     _, num_kv_heads, block_size, _ = k_cache.shape
     common = (
@@ -297,6 +306,6 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, out, sm_scal
     )  # fmt: skip
     paged_decode_reduce[(num_seqs, num_q_heads)](
         *scratch, out, num_seqs, out.stride(0), out.stride(1),
-        HEAD_DIM=head_dim, NUM_SPLITS=num_splits, num_warps=num_warps,
+        HEAD_DIM=head_dim, NUM_SPLITS=num_splits, READ_ALL=read_all, num_warps=num_warps,
     )  # fmt: skip
     return out
