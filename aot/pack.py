@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -182,12 +183,11 @@ def kernel_sources(plan: Plan) -> dict[str, str]:
 
 
 def rel_path(path: Path, root: Path) -> str:
-    """``path`` relative to ``root`` as the manifest's provenance writes it (POSIX), or
-    whole when it lies outside."""
-    try:
-        return path.relative_to(root).as_posix()
-    except ValueError:
-        return path.as_posix()
+    """``path`` relative to ``root`` as the manifest's provenance writes it (POSIX), with
+    ``..`` where it lies outside (a held-out library's file beside the recipe's folder):
+    never the build machine's own directories, so the same tree writes the same bytes
+    wherever it is checked out."""
+    return Path(os.path.relpath(path, root)).as_posix()
 
 
 def failures(compiled: Mapping[Variant, Compiled]) -> list[dict[str, Any]]:

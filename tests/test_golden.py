@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from aot.build import TuneOptions, build
+from loader.format import BundleFile
 
 from .conftest import env_for
 
@@ -62,3 +63,56 @@ def test_shipped_recipes_build_the_same_bytes(
         TuneOptions(enabled=False, db=db_path),
     )
     assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN[recipe, db], result
+
+
+RMSNORM_BESIDE = """format = 1
+
+[bundle]
+name = "beside"
+version = "0.1.0"
+targets = ["sm_90"]
+
+[[kernel]]
+name = "rmsnorm"
+source = "../lib/rmsnorm.py:rmsnorm_kernel"
+reference = "../lib/reference.py:rmsnorm_reference"
+inputs = "../lib/reference.py:rmsnorm_inputs"
+grid = "M"
+dtypes = { T = ["fp16"] }
+buckets = { M = [1, 64] }
+sizes = { N = 4096 }
+space = { BLOCK_N = [4096], num_warps = [8], num_stages = [1] }
+
+[kernel.signature]
+x_ptr = "*T"
+w_ptr = "*T"
+out_ptr = "*T"
+M = "i32"
+N = "i32"
+stride_x = "i32"
+stride_out = "i32"
+eps = "fp32"
+"""
+
+
+def test_a_kernel_file_beside_the_recipes_folder_builds_the_same_bytes_anywhere(
+    tmp_path: Path, compile_cache: Path
+) -> None:
+    """A held-out library's kernel file lies beside the recipe's folder (``../lib/...``).
+    The manifest names it relative to the recipe (it once wrote the build machine's
+    absolute path), so two checkouts of one tree write the same bytes."""
+    digests, named = [], []
+    for where in ("one", "elsewhere/two"):
+        tree = tmp_path / where
+        (tree / "r").mkdir(parents=True)
+        (tree / "lib").mkdir()
+        for name in ("rmsnorm.py", "reference.py"):
+            (tree / "lib" / name).write_bytes((ROOT / "recipes" / "kernels" / name).read_bytes())
+        (tree / "r" / "beside.toml").write_text(RMSNORM_BESIDE)
+        out = tree / "beside.aotc"
+        build(tree / "r" / "beside.toml", out, env_for(compile_cache), tree,
+              TuneOptions(enabled=False))  # fmt: skip
+        digests.append(hashlib.sha256(out.read_bytes()).hexdigest())
+        named.append(sorted(BundleFile(out).spec.provenance["sources"]))
+    assert digests[0] == digests[1]
+    assert named[0] == named[1] == ["../lib/rmsnorm.py"]
