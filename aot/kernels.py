@@ -15,7 +15,7 @@ decides over the whole plan, so that it chooses exactly as a full build does.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from .cache import CompileCache
 from .compile import Compiled, CompilePool, compile_variants
 from .costmodel import predict
 from .env import Environment
+from .errors import UsageError
 from .ops import op_records, report_lines
 from .pack import failures, kernel_records, kernel_sources
 from .plan import Config, Instance, Plan, Variant, make_plan
@@ -43,6 +44,9 @@ class TuneOptions:
     """Tuning for ``build``: on by default wherever a GPU of a target's kind is present."""
 
     enabled: bool = True
+    # Only these kernels are tuned (None: all); the others take what the database holds,
+    # as with enabled=False: a resumed build that must not time the rest again.
+    only: frozenset[str] | None = None
     db: Path | None = None  # default: <bundle>.tunedb.jsonl next to the bundle
     gpus: list[GpuInfo] | None = None  # None: ask the driver
     timeout: float = 120.0  # seconds a benchmark may take before it counts as a hang
@@ -75,7 +79,11 @@ def compile_selected(plan: Plan, chooser: Chooser, env: Environment) -> dict[Var
 
 
 def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) -> TuneStats | None:
-    """Tune every instance whose GPU kind is here; None when no GPU can tune anything."""
+    """Tune every instance (of ``opts.only``'s kernels) whose GPU kind is here; None when
+    no GPU can tune anything."""
+    if opts.only is not None:
+        plan = replace(plan, instances=tuple(i for i in plan.instances
+                                             if i.kernel.name in opts.only))  # fmt: skip
     gpus = detect() if opts.gpus is None else opts.gpus
     if not any(matches(inst.target, g) for inst in plan.instances for g in gpus):
         return None
@@ -144,6 +152,11 @@ class KernelProduct:
 
 def plan_kernels(recipe: Recipe, sl: Slice, tune: TuneOptions) -> KernelProduct:
     """The kernel product of ``recipe``, restricted to the slice ``sl``."""
+    if tune.only is not None and (unknown := tune.only - {k.name for k in recipe.kernels}):
+        raise UsageError(
+            f"--tune-only names {', '.join(sorted(unknown))}, which {recipe.path} does not "
+            f"have; its kernels: {', '.join(k.name for k in recipe.kernels) or 'none'}"
+        )
     whole = make_plan(recipe)
     part, shard = apply(whole, sl)
     return KernelProduct(whole, part, tune, shard)

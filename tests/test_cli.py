@@ -372,3 +372,15 @@ def test_sizes(text: str, size: int) -> None:
 def test_bad_sizes(text: str) -> None:
     with pytest.raises(click.BadParameter):
         Size().convert(text, None, None)
+
+
+def test_tune_only_names_kernels_the_recipe_has(recipe_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out" / "x.aotc"
+    recipe = str(recipe_dir / "tune.toml")
+    r = invoke(["build", recipe, "-o", str(out), "--tune-only", "scale,nope"], tmp_path / "c")
+    assert r.exit_code == 2
+    assert "--tune-only names nope, which" in r.stderr and "its kernels: scale" in r.stderr
+    r = invoke(["build", recipe, "-o", str(out), "--tune-only", "scale", "--no-tune"],
+               tmp_path / "c")  # fmt: skip
+    assert r.exit_code == 2 and "--tune-only and --no-tune contradict" in r.stderr
+    assert not out.parent.exists()

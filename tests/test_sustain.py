@@ -187,3 +187,46 @@ def test_a_retune_does_not_let_another_configs_idle_gpu_finals_win(
         old.add(r)
     assert any(o.config.id == stale for per in outcomes(plan, old).values()
                for o in per.values())  # fmt: skip
+
+
+def _two_kernels(recipe_dir: Path) -> Path:
+    """tune.toml with a second kernel, ``scale2`` (the same function), both timing their
+    finals from an idle GPU (``sustain_ms = 0``)."""
+    recipe = recipe_dir / "tune.toml"
+    text = recipe.read_text().replace("budget = 12", "sustain_ms = 0\nbudget = 12")
+    block = text[text.index("[[kernel]]") :]
+    recipe.write_text(text + "\n" + block.replace('name = "scale"', 'name = "scale2"', 1))
+    return recipe
+
+
+def _picks(result: BuildResult) -> dict[str, list[str]]:
+    from tests.test_tune import manifest_of
+
+    m = manifest_of(result.bundle)
+    return {k.name: [c.config for i in k.instances for c in i.choices] for k in m.kernels}
+
+
+def test_tune_only_takes_the_named_kernels_measurements_and_keeps_the_others(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A database whose finals were timed from an idle GPU has every kernel's finals taken
+    again by a resumed build (the decode recipe's: about 10,000). With ``only`` (the CLI's
+    --tune-only) the build measures the kernels named and nothing else; the others keep the
+    database's picks, measured as they were."""
+    recipe = _two_kernels(recipe_dir)
+    first = tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
+    db = _db(first.bundle)
+    recipe.write_text(recipe.read_text().replace("sustain_ms = 0\n", ""))
+    worker = FakeWorker()
+    opts = TuneOptions(db=db, gpus=[H100], worker_factory=lambda g: worker,
+                       only=frozenset({"scale2"}))  # fmt: skip
+    out = tmp_path / "b.aotc"
+    again = build(recipe, out, env_for(tmp_path / "cache"), tmp_path, opts)
+    benched = {q["spec"]["name"] for q in worker.requests if q["op"] == "bench"}
+    assert benched == {"scale2"}
+    assert again.tuning is not None and again.tuning.retaken > 0
+    assert _picks(again)["scale"] == _picks(first)["scale"]
+    assert again.decided == first.decided  # scale's buckets still measured, not heuristic
+    # a plain resume now takes scale's finals again: the build above left them as they were
+    requests, _ = _resume(recipe, db, tmp_path / "c.aotc")
+    assert {q["spec"]["name"] for q in requests if q["op"] == "bench"} == {"scale"}

@@ -105,6 +105,12 @@ def plan(recipe: Path) -> None:
     "--no-tune", is_flag=True, help="do not benchmark, even where a GPU of a target's kind is here"
 )
 @click.option(
+    "--tune-only",
+    metavar="KERNELS",
+    help="benchmark only these kernels (comma-separated); the others take the tuning "
+    "database's measurements as they are, as with --no-tune",
+)
+@click.option(
     "--model-device",
     type=click.Choice(["auto", "cuda", "cpu"]),
     default="auto",
@@ -147,6 +153,7 @@ def build(
     output: Path | None,
     run: RunFlags,
     no_tune: bool,
+    tune_only: str | None,
     model_device: str,
     model_workers: int | None,
     db: Path | None,
@@ -162,7 +169,10 @@ def build(
     env = run.apply(from_environ())
     if cost_model is not None:
         env = dataclasses.replace(env, cost_model=cost_model)
-    opts = TuneOptions(enabled=not no_tune, db=db, timeout=env.tune_timeout)
+    if no_tune and tune_only:
+        raise UsageError("--tune-only and --no-tune contradict each other; give one of them")
+    only = frozenset(n.strip() for n in tune_only.split(",") if n.strip()) if tune_only else None
+    opts = TuneOptions(enabled=not no_tune, only=only, db=db, timeout=env.tune_timeout)
     sl = Slice.parse(shard, targets)
     mo = ModelOptions(device=model_device, workers=model_workers)
     click.echo(_built(build_bundle(recipe, output, env, Path.cwd(), opts, sl, model=mo)))
