@@ -78,6 +78,15 @@ def compile_selected(plan: Plan, chooser: Chooser, env: Environment) -> dict[Var
         )
 
 
+def check_only(recipe: Recipe, only: frozenset[str] | None) -> None:
+    """Refuse kernels to tune (``--tune-only``) that the recipe does not have."""
+    if only is not None and (unknown := only - {k.name for k in recipe.kernels}):
+        raise UsageError(
+            f"--tune-only names {', '.join(sorted(unknown))}, which {recipe.path} does not "
+            f"have; its kernels: {', '.join(k.name for k in recipe.kernels) or 'none'}"
+        )
+
+
 def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) -> TuneStats | None:
     """Tune every instance (of ``opts.only``'s kernels) whose GPU kind is here; None when
     no GPU can tune anything."""
@@ -152,11 +161,7 @@ class KernelProduct:
 
 def plan_kernels(recipe: Recipe, sl: Slice, tune: TuneOptions) -> KernelProduct:
     """The kernel product of ``recipe``, restricted to the slice ``sl``."""
-    if tune.only is not None and (unknown := tune.only - {k.name for k in recipe.kernels}):
-        raise UsageError(
-            f"--tune-only names {', '.join(sorted(unknown))}, which {recipe.path} does not "
-            f"have; its kernels: {', '.join(k.name for k in recipe.kernels) or 'none'}"
-        )
+    check_only(recipe, tune.only)
     whole = make_plan(recipe)
     part, shard = apply(whole, sl)
     return KernelProduct(whole, part, tune, shard)

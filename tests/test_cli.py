@@ -383,4 +383,7 @@ def test_tune_only_names_kernels_the_recipe_has(recipe_dir: Path, tmp_path: Path
     r = invoke(["build", recipe, "-o", str(out), "--tune-only", "scale", "--no-tune"],
                tmp_path / "c")  # fmt: skip
     assert r.exit_code == 2 and "--tune-only and --no-tune contradict" in r.stderr
+    r = invoke(["tune", recipe, "--db", str(out.with_suffix(".jsonl")), "--tune-only", "nope"],
+               tmp_path / "c")  # fmt: skip
+    assert r.exit_code == 2 and "--tune-only names nope" in r.stderr
     assert not out.parent.exists()

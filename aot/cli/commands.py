@@ -95,6 +95,18 @@ def plan(recipe: Path) -> None:
     click.echo(describe_plan(make_plan(load(recipe))))
 
 
+TUNE_ONLY = click.option(
+    "--tune-only",
+    metavar="KERNELS",
+    help="benchmark only these kernels (comma-separated); the others keep the tuning "
+    "database's measurements as they are",
+)
+
+
+def _only(names: str | None) -> frozenset[str] | None:
+    return frozenset(n.strip() for n in names.split(",") if n.strip()) if names else None
+
+
 @cli.command(help="compile a recipe into a bundle")
 @click.argument("recipe", type=RECIPE)
 @click.option(
@@ -104,12 +116,7 @@ def plan(recipe: Path) -> None:
 @click.option(
     "--no-tune", is_flag=True, help="do not benchmark, even where a GPU of a target's kind is here"
 )
-@click.option(
-    "--tune-only",
-    metavar="KERNELS",
-    help="benchmark only these kernels (comma-separated); the others take the tuning "
-    "database's measurements as they are, as with --no-tune",
-)
+@TUNE_ONLY
 @click.option(
     "--model-device",
     type=click.Choice(["auto", "cuda", "cpu"]),
@@ -171,8 +178,7 @@ def build(
         env = dataclasses.replace(env, cost_model=cost_model)
     if no_tune and tune_only:
         raise UsageError("--tune-only and --no-tune contradict each other; give one of them")
-    only = frozenset(n.strip() for n in tune_only.split(",") if n.strip()) if tune_only else None
-    opts = TuneOptions(enabled=not no_tune, only=only, db=db, timeout=env.tune_timeout)
+    opts = TuneOptions(enabled=not no_tune, only=_only(tune_only), db=db, timeout=env.tune_timeout)
     sl = Slice.parse(shard, targets)
     mo = ModelOptions(device=model_device, workers=model_workers)
     click.echo(_built(build_bundle(recipe, output, env, Path.cwd(), opts, sl, model=mo)))
@@ -217,9 +223,11 @@ def _tuning_line(s: TuneStats) -> str:
 @click.option(
     "--db", type=OUTPUT, help="tuning database (default: artifacts/<name>-<version>.tunedb.jsonl)"
 )
+@TUNE_ONLY
 @run_options
-def tune(recipe: Path, db: Path | None, run: RunFlags) -> None:
+def tune(recipe: Path, db: Path | None, tune_only: str | None, run: RunFlags) -> None:
     from ..build import TuneOptions, default_output, run_tuning
+    from ..kernels import check_only
     from ..plan import make_plan
     from ..recipe import load
     from ..tune.db import TuningDB
@@ -228,7 +236,9 @@ def tune(recipe: Path, db: Path | None, run: RunFlags) -> None:
     plan = make_plan(load(recipe))
     db_path = db or default_output(plan.recipe, Path.cwd()).with_suffix(".tunedb.jsonl")
     check_output(db_path, "--db", append=True)
-    stats = run_tuning(plan, TuningDB(db_path), env, TuneOptions(timeout=env.tune_timeout))
+    opts = TuneOptions(only=_only(tune_only), timeout=env.tune_timeout)
+    check_only(plan.recipe, opts.only)
+    stats = run_tuning(plan, TuningDB(db_path), env, opts)
     if stats is None:
         raise UsageError(
             "no GPU here matches any target of the recipe ("
