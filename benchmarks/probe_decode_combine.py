@@ -10,9 +10,10 @@ Its loads are two round trips, one after the other: the partial outputs are read
 mask made from the partial sums, so they wait for those. Ways to run the split kernel and
 its combine, each over the same configs, timed as CUDA-graph replays (medians):
 - ``pair``: the recipe's two kernels as they are (reduce at 1 and 4 warps);
-- ``flat``: the recipe's split kernel, then a reduce that reads maxima, sums and outputs in
-  one round trip (an empty range's output row must then be zero: here the scratch starts
-  zeroed and an empty range never writes its row);
+- ``flat``: the recipe's split kernel, then its reduce with ``READ_ALL``: maxima, sums and
+  every range's output row in one round trip, an empty range's row discarded by a select
+  (the run in benchmarks/data/h200-decode-step/read-all/ timed this script's own copy of
+  that reduce without the select, the scratch zeroed, before READ_ALL was in the recipe);
 - ``fused``: one launch; the last range of each (sequence, KV head) to finish combines its
   group's query heads in one round trip (the one-launch form of b71ea4c combined the four
   heads one after another, two round trips each, and lost at every shape);
@@ -21,9 +22,7 @@ its combine, each over the same configs, timed as CUDA-graph replays (medians):
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,9 +39,9 @@ from benchmarks.probe_split_kv import (  # noqa: E402
     HKV,
     HQ,
     D,
-    copy_gbs,
     decode_problem,
     graph_us,
+    modes_main,
     pa,
 )
 
@@ -50,27 +49,6 @@ _split = pa.paged_decode_split
 _reduce = pa.paged_decode_reduce
 SHAPES = [(1, 32768), (1, 8192), (2, 32768), (16, 4096), (8, 32768), (16, 32768)]
 MODES = ("pair", "flat", "fused", "split alone")
-
-
-@triton.jit
-def reduce_flat(part_out_ptr, part_max_ptr, part_sum_ptr, out_ptr, num_seqs, stride_o_seq,
-                stride_o_head, HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr):  # fmt: skip
-    seq = tl.program_id(0)
-    head = tl.program_id(1)
-    if seq >= num_seqs:
-        return
-    offs_s = tl.arange(0, NUM_SPLITS)
-    offs_d = tl.arange(0, HEAD_DIM)
-    row = (seq.to(tl.int64) * tl.num_programs(1) + head) * NUM_SPLITS + offs_s
-    m_s = tl.load(part_max_ptr + row)
-    l_s = tl.load(part_sum_ptr + row)
-    o_s = tl.load(part_out_ptr + row[:, None] * HEAD_DIM + offs_d[None, :])
-    m = tl.max(m_s, 0)
-    w = tl.math.exp2(m_s - m)
-    total = tl.sum(l_s * w, 0)
-    o = tl.sum(o_s * w[:, None], 0) / tl.where(total > 0, total, 1.0)
-    o_ptrs = out_ptr + seq.to(tl.int64) * stride_o_seq + head * stride_o_head + offs_d
-    tl.store(o_ptrs, o.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit
@@ -131,7 +109,6 @@ def launcher(mode: str, q, kc, vc, table, lens, out, scale, cfg, scratch, locks)
                 NUM_SPLITS=cfg["num_splits"], MIN_SPLIT=cfg["min_split"],
                 num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])  # fmt: skip
     grid_s, grid_r = (seqs, HKV, cfg["num_splits"]), (seqs, HQ)
-    reduce = reduce_flat if mode == "flat" else _reduce
 
     def run() -> None:
         if mode == "fused":
@@ -140,8 +117,9 @@ def launcher(mode: str, q, kc, vc, table, lens, out, scale, cfg, scratch, locks)
             return
         _split[grid_s](q, kc, vc, table, lens, *scratch, *common, **meta)
         if mode != "split alone":
-            reduce[grid_r](*scratch, out, seqs, out.stride(0), out.stride(1), HEAD_DIM=D,
-                           NUM_SPLITS=cfg["num_splits"], num_warps=cfg["reduce_warps"])  # fmt: skip
+            _reduce[grid_r](*scratch, out, seqs, out.stride(0), out.stride(1), HEAD_DIM=D,
+                            NUM_SPLITS=cfg["num_splits"], READ_ALL=mode == "flat",
+                            num_warps=cfg["reduce_warps"])  # fmt: skip
 
     return run
 
@@ -153,7 +131,7 @@ def probe(seqs: int, ctx: int, copy: float, modes: list[str]) -> dict[str, Any]:
     for cfg, mode in itertools.product(configs(), modes):
         if mode in ("fused", "split alone") and cfg["reduce_warps"] != 1:
             continue  # no reduce launch to vary
-        # zeroed: an empty range never writes its output row, which flat and fused read
+        # zeroed: an empty range never writes its output row, which fused reads
         scratch = tuple(torch.zeros_like(t) for t in pa.split_scratch(seqs, HQ, 32, D, q))
         locks = torch.zeros(seqs, HKV, dtype=torch.int32, device=q.device)
         out = torch.full_like(q, float("nan"))
@@ -172,36 +150,8 @@ def probe(seqs: int, ctx: int, copy: float, modes: list[str]) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--json", type=Path)
-    ap.add_argument(
-        "--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES)
-    )
-    ap.add_argument("--shapes", default=",".join(f"{s}x{c}" for s, c in SHAPES))
-    args = ap.parse_args()
-    modes = args.modes.split(",")
-    if unknown := set(modes) - set(MODES):
-        ap.error(f"unknown mode(s) {sorted(unknown)}; choose from {', '.join(MODES)}")
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    copy = copy_gbs()
-    results = []
-    for s, c in shapes:
-        results.append(probe(s, c, copy, modes))
-        print(f"[probe] {s}x{c} done", file=sys.stderr, flush=True)
-    if args.json:
-        args.json.write_text(json.dumps({"copy_gbs": copy, "shapes": results}, indent=1))
-    print(f"copy: {copy:.0f} GB/s; CUDA-graph medians, µs; best config per mode")
-    print(
-        "seqs context  flash  mode          config                          µs  flash/ours"
-        "  of copy  max error"
-    )
-    for r in results:
-        for mode, b in r["best"].items():
-            cfg = "min {min_split} block_n {block_n} w{num_warps} s{num_stages} r{reduce_warps}"
-            print(f"{r['seqs']:4} {r['context']:7} {r['flash_us']:6.1f}  {mode:12}  "
-                  f"{cfg.format(**b):30}{b['us']:6.1f}  {r['flash_us'] / b['us']:9.2f}x  "
-                  f"{100 * b['of_copy']:6.0f}%  {b['max_error']:.1e}")  # fmt: skip
-    return 0
+    config = "min {min_split} block_n {block_n} w{num_warps} s{num_stages} r{reduce_warps}"
+    return modes_main(__doc__ or "", MODES, SHAPES, probe, config)
 
 
 if __name__ == "__main__":

@@ -18,9 +18,7 @@ Four ways to run the pair, each over the same configs, timed as CUDA-graph repla
 
 from __future__ import annotations
 
-import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,9 +36,9 @@ from benchmarks.probe_split_kv import (  # noqa: E402
     HKV,
     HQ,
     D,
-    copy_gbs,
     decode_problem,
     graph_us,
+    modes_main,
     pa,
 )
 
@@ -127,33 +125,8 @@ def probe(seqs: int, ctx: int, copy: float, modes: list[str]) -> dict[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--json", type=Path)
-    ap.add_argument(
-        "--modes", default=",".join(MODES), help="comma-separated, of: " + ", ".join(MODES)
-    )
-    ap.add_argument("--shapes", default=",".join(f"{s}x{c}" for s, c in SHAPES))
-    args = ap.parse_args()
-    modes = args.modes.split(",")
-    if unknown := set(modes) - set(MODES):
-        ap.error(f"unknown mode(s) {sorted(unknown)}; choose from {', '.join(MODES)}")
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    copy = copy_gbs()
-    results = [probe(s, c, copy, modes) for s, c in shapes]
-    if args.json:
-        args.json.write_text(json.dumps({"copy_gbs": copy, "shapes": results}, indent=1))
-    print(f"copy: {copy:.0f} GB/s; CUDA-graph medians, µs; best config per mode")
-    print(
-        "seqs context  flash  mode          config                      µs  flash/ours"
-        "  of copy  max error"
-    )
-    for r in results:
-        for mode, b in r["best"].items():
-            cfg = "min {min_split} block_n {block_n} w{num_warps} s{num_stages}".format(**b)
-            print(f"{r['seqs']:4} {r['context']:7} {r['flash_us']:6.1f}  {mode:12}  {cfg:26}"
-                  f"{b['us']:6.1f}  {r['flash_us'] / b['us']:9.2f}x  {100 * b['of_copy']:6.0f}%"
-                  f"  {b['max_error']:.1e}")  # fmt: skip
-    return 0
+    return modes_main(__doc__ or "", MODES, SHAPES, probe,
+                      "min {min_split} block_n {block_n} w{num_warps} s{num_stages}")  # fmt: skip
 
 
 if __name__ == "__main__":

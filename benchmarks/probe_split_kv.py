@@ -97,6 +97,42 @@ def decode_problem(seqs: int, ctx: int) -> Problem:
                    2 * seqs * ctx * HKV * D * 2)  # fmt: skip
 
 
+def modes_main(doc: str, modes: tuple[str, ...], shapes: list[tuple[int, int]],
+               probe_shape: Any, cfg_format: str) -> int:  # fmt: skip
+    """The command line of a probe that runs the pair several ways (``modes``) at several
+    shapes: ``probe_shape(seqs, ctx, copy, modes)`` returns a shape's rows and each mode's
+    best; prints the table (configs as ``cfg_format``), and writes --json."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--modes", default=",".join(modes), help="comma-separated, of: " + ", ".join(modes)
+    )
+    ap.add_argument("--shapes", default=",".join(f"{s}x{c}" for s, c in shapes))
+    args = ap.parse_args()
+    chosen = args.modes.split(",")
+    if unknown := set(chosen) - set(modes):
+        ap.error(f"unknown mode(s) {sorted(unknown)}; choose from {', '.join(modes)}")
+    copy = copy_gbs()
+    results = []
+    for shape in args.shapes.split(","):
+        seqs, ctx = (int(v) for v in shape.split("x"))
+        results.append(probe_shape(seqs, ctx, copy, chosen))
+        print(f"[probe] {shape} done", file=sys.stderr, flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"copy_gbs": copy, "shapes": results}, indent=1))
+    print(f"copy: {copy:.0f} GB/s; CUDA-graph medians, µs; best config per mode")
+    width = 2 + max(len(cfg_format.format(**b)) for r in results for b in r["best"].values())
+    print(f"seqs context  flash  mode          {'config':{width}}    µs  flash/ours  of copy"
+          "  max error")  # fmt: skip
+    for r in results:
+        for mode, b in r["best"].items():
+            print(f"{r['seqs']:4} {r['context']:7} {r['flash_us']:6.1f}  {mode:12}  "
+                  f"{cfg_format.format(**b):{width}}{b['us']:6.1f}  "
+                  f"{r['flash_us'] / b['us']:9.2f}x  {100 * b['of_copy']:6.0f}%  "
+                  f"{b['max_error']:.1e}")  # fmt: skip
+    return 0
+
+
 def probe(seqs: int, ctx: int, copy: float, splits: tuple[int, ...]) -> dict[str, Any]:
     p = decode_problem(seqs, ctx)
     q, kc, vc, table, lens, scale = p.q, p.k_cache, p.v_cache, p.table, p.lens, p.scale
