@@ -46,11 +46,13 @@ def databases(data: Path) -> list[Path]:
     from benchmarks/run_training_on_gpu.sh) when ``data/h200-training/`` holds them. The
     decode step's (recipes/decode.toml) also holds its paged kernels' measurements from
     before their recipe specialised the cache's token strides: ``Catalog.current`` drops
-    those, and its earlier sources' buckets resolve to no recipe (counted as unmatched)."""
+    those, and its earlier sources' buckets resolve to no recipe (counted as unmatched), as
+    do its split-KV reduce's from before ``READ_ALL``, which ``read-all/`` measured again."""
     return [data / "h200-exhaustive.tunedb.jsonl.gz", data / "h200-example.tunedb.jsonl.gz",
             data / "h200-mlp.tunedb.jsonl.gz",
             *sorted((data / "h200-gallery").glob("*.tunedb.jsonl.gz")),
             data / "h200-decode-step" / "decode.tunedb.jsonl.gz",
+            data / "h200-decode-step" / "read-all" / "reduce.tunedb.jsonl.gz",
             *sorted((data / "h200-training").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
 
 
