@@ -387,3 +387,16 @@ def test_tune_only_names_kernels_the_recipe_has(recipe_dir: Path, tmp_path: Path
                tmp_path / "c")  # fmt: skip
     assert r.exit_code == 2 and "--tune-only names nope" in r.stderr
     assert not out.parent.exists()
+
+
+def test_plan_with_a_database_says_what_a_build_would_time_again(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "empty.tunedb.jsonl"
+    db.write_text("")
+    r = invoke(["plan", str(recipe_dir / "tune.toml"), "--db", str(db)], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    assert f"tuning database {db}: 0 records; a GPU build reuses every one it reads" in r.stdout
+    r = invoke(["plan", str(recipe_dir / "tune.toml"), "--db", str(tmp_path / "none")],
+               tmp_path / "c")  # fmt: skip
+    assert r.exit_code == 2 and "none" in r.stderr

@@ -210,7 +210,7 @@ def test_tune_only_takes_the_named_kernels_measurements_and_keeps_the_others(
     recipe_dir: Path, tmp_path: Path
 ) -> None:
     """A database whose finals were timed from an idle GPU has every kernel's finals taken
-    again by a resumed build (the decode recipe's: about 10,000). With ``only`` (the CLI's
+    again by a resumed build (the decode recipe's: 5,140). With ``only`` (the CLI's
     --tune-only) the build measures the kernels named and nothing else; the others keep the
     database's picks, measured as they were."""
     recipe = _two_kernels(recipe_dir)
@@ -230,3 +230,21 @@ def test_tune_only_takes_the_named_kernels_measurements_and_keeps_the_others(
     # a plain resume now takes scale's finals again: the build above left them as they were
     requests, _ = _resume(recipe, db, tmp_path / "c.aotc")
     assert {q["spec"]["name"] for q in requests if q["op"] == "bench"} == {"scale"}
+
+
+def test_plan_counts_what_a_resumed_build_takes_again(recipe_dir: Path, tmp_path: Path) -> None:
+    """``aotc plan --db`` foresees the timings a GPU build would take again: as many as the
+    resumed build then counts, and none once it has."""
+    from aot.costmodel.data import read_records
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from aot.tune.measure import stale
+
+    recipe = _with_baseline(recipe_dir, "sustain_ms = 0\n")
+    db = _db(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
+    recipe.write_text(recipe.read_text().replace("sustain_ms = 0\n", ""))
+    foreseen = stale(make_plan(load(recipe)), read_records(db))
+    _, resumed = _resume(recipe, db, tmp_path / "b.aotc")
+    assert resumed.tuning is not None and resumed.tuning.retaken > 0
+    assert dict(foreseen) == {"scale": resumed.tuning.retaken}
+    assert not stale(make_plan(load(recipe)), read_records(db))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -16,6 +16,7 @@ from ..env import VARIABLES, from_environ
 from ..errors import AotcError, UsageError
 from ..output import check_output
 from .cost_model import cost_model
+from .lines import built, stale_line, tuning_line
 from .options import (
     INPUT,
     OUTPUT,
@@ -27,10 +28,6 @@ from .options import (
     run_options,
 )
 from .signing import keygen, sign
-
-if TYPE_CHECKING:
-    from ..build import BuildResult
-    from ..tune.tuner import TuneStats
 
 # "\b" keeps click from re-wrapping the paragraph that follows it.
 _WIDTH = max(map(len, VARIABLES)) + 2
@@ -86,13 +83,20 @@ def run(argv: Sequence[str] | None = None) -> int:
 
 @cli.command(help="print the build matrix of a recipe, compiling nothing")
 @click.argument("recipe", type=RECIPE)
-def plan(recipe: Path) -> None:
+@click.option("--db", type=INPUT, help="a tuning database: count what a GPU build would time again")
+def plan(recipe: Path, db: Path | None) -> None:
+    from ..costmodel.data import read_records
     from ..plan import make_plan
     from ..recipe import load
     from ..summary import describe_plan
+    from ..tune.measure import stale
 
     from_environ()  # a bad AOTC_* value is refused by every command, as by build
-    click.echo(describe_plan(make_plan(load(recipe))))
+    the_plan = make_plan(load(recipe))
+    click.echo(describe_plan(the_plan))
+    if db is not None:
+        records = read_records(db)
+        click.echo(stale_line(db, len(records), stale(the_plan, records)))
 
 
 TUNE_ONLY = click.option(
@@ -181,38 +185,7 @@ def build(
     opts = TuneOptions(enabled=not no_tune, only=_only(tune_only), db=db, timeout=env.tune_timeout)
     sl = Slice.parse(shard, targets)
     mo = ModelOptions(device=model_device, workers=model_workers)
-    click.echo(_built(build_bundle(recipe, output, env, Path.cwd(), opts, sl, model=mo)))
-
-
-def _built(r: BuildResult) -> str:
-    lines = [_tuning_line(r.tuning)] if r.tuning is not None else []
-    lines.append(f"wrote {r.bundle} ({r.size / 1024:.1f} KiB, sha256 {r.sha256[:16]}…) in "
-                 f"{r.seconds:.1f}s")  # fmt: skip
-    if r.plan_size:
-        decided = ", ".join(f"{n} {how}" for how, n in r.decided.items() if n)
-        lines[-1] += (f": {r.compiled} compiled, {r.cached} from cache, {r.failed} failed "
-                      f"(of {r.plan_size} possible variants)")  # fmt: skip
-        lines.append(f"buckets: {decided}")
-    if r.model_buckets:
-        lines.append(f"model: {r.model_buckets} buckets, {r.model_cached} from cache")
-    lines.append(f"report: {r.report}" + (f"\ntuning database: {r.db}" if r.db else ""))
-    if r.shard is not None:
-        from loader.manifest import describe_shard
-
-        lines.append(f"partial bundle ({describe_shard(r.shard)}): combine with `aotc merge`")
-    return "\n".join(lines)
-
-
-def _tuning_line(s: TuneStats) -> str:
-    # a database's timings taken another way (finals from an idle GPU, before
-    # tune.sustain_ms; other variants) are taken again, which a resumed build may not expect
-    again = f" ({s.retaken} again: the database's were taken another way)" if s.retaken else ""
-    return (
-        f"tuned {s.instances} kernel instances: {s.benchmarks} measurements taken{again}, "
-        f"{s.resumed} reused from the database, {s.failed} failed, "
-        f"{s.restarts} worker restarts; {s.compiled} candidate variants compiled, "
-        f"{s.cached} from cache"
-    )
+    click.echo(built(build_bundle(recipe, output, env, Path.cwd(), opts, sl, model=mo)))
 
 
 @cli.command(
@@ -245,7 +218,7 @@ def tune(recipe: Path, db: Path | None, tune_only: str | None, run: RunFlags) ->
             + ", ".join(t.name for t in plan.recipe.targets)
             + "); run `aotc tune` on a machine with one, or `aotc build` to use the heuristic"
         )
-    click.echo(_tuning_line(stats) + f"\ntuning database: {db_path}")
+    click.echo(tuning_line(stats) + f"\ntuning database: {db_path}")
 
 
 @cli.command(help="combine partial bundles into the full bundle")

@@ -11,7 +11,8 @@ from __future__ import annotations
 import concurrent.futures as cf
 import hashlib
 import threading
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from loader import manifest as mf
@@ -300,3 +301,33 @@ def _seeded(inst: Instance) -> dict[str, str]:
     plain = {*kr.buckets, *kr.sizes, *kr.size_exprs, *kr.fixed}
     sized = any(e.names - plain for e in kr.size_exprs.values())
     return {"seed": SEEDED} if sized else {}
+
+
+def stale(plan: Plan, records: Iterable[Record]) -> Counter[str]:
+    """Per kernel, the timings among ``records`` that a GPU build of ``plan`` would take
+    again because they were taken another way than its recipe asks now (``_current``): a
+    final round or baseline without ``tune.sustain_ms`` of load, another variant after a
+    change of specializations, another number of draws. Records a build never reads
+    (another source, Triton, dtype binding or arch; verifications) are not counted."""
+    index: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], Instance] = {}
+    for inst in plan.instances:
+        source = plan.sources[inst.kernel.name].cache_key
+        key = (inst.kernel.name, source, inst.target.arch, tuple(sorted(inst.dtypes)))
+        index.setdefault(key, inst)
+    configs = {id(i): {c.id: c for c in i.configs} for i in index.values()}
+    version, out = triton_version(), Counter[str]()
+    latest = {r.key: r for r in records}  # as TuningDB reads them: a later one replaces
+    for r in latest.values():
+        found = index.get((r.kernel, r.source, r.arch, tuple(sorted(r.dtypes.items()))))
+        if found is None or r.triton != version or r.kind not in (BENCH, FINAL, BASELINE):
+            continue
+        inst = found
+        if r.kind == BASELINE:
+            current = _taken_as_now(inst, r)
+        elif (config := configs[id(inst)].get(r.config)) is not None:
+            current = Measurer._current(r, inst, config)
+        else:
+            continue  # a config the space no longer has: never read
+        if not current:
+            out[r.kernel] += 1
+    return out
