@@ -84,7 +84,7 @@ def test_finals_timed_from_an_idle_gpu_are_measured_again_and_nothing_else(
 def test_the_build_says_how_many_it_took_again(recipe_dir: Path, tmp_path: Path) -> None:
     """A resumed build that times a database's finals and baselines again (they were taken
     from an idle GPU) says so in its tuning line, rather than look like new work."""
-    from aot.cli.commands import _tuning_line
+    from aot.cli.lines import tuning_line
 
     recipe = _with_baseline(recipe_dir, "sustain_ms = 0\n")
     db = _db(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
@@ -93,10 +93,10 @@ def test_the_build_says_how_many_it_took_again(recipe_dir: Path, tmp_path: Path)
     stats = result.tuning
     assert stats is not None and stats.retaken == stats.benchmarks == len(again) > 0
     assert f"{len(again)} measurements taken ({len(again)} again: the database's were taken " \
-        "another way)" in _tuning_line(stats)  # fmt: skip
+        "another way)" in tuning_line(stats)  # fmt: skip
     _, same = _resume(recipe, db, tmp_path / "c.aotc")
     assert same.tuning is not None and same.tuning.retaken == same.tuning.benchmarks == 0
-    assert "again" not in _tuning_line(same.tuning)
+    assert "again" not in tuning_line(same.tuning)
 
 
 def test_a_final_without_a_setup_is_measured_again_a_benchmark_is_not(

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
 
 def built(r: BuildResult) -> str:
+    """``aotc build``'s summary: the tuning, the bundle, the buckets' provenance, the report."""
     lines = [tuning_line(r.tuning)] if r.tuning is not None else []
     lines.append(f"wrote {r.bundle} ({r.size / 1024:.1f} KiB, sha256 {r.sha256[:16]}…) in "
                  f"{r.seconds:.1f}s")  # fmt: skip
@@ -31,8 +32,8 @@ def built(r: BuildResult) -> str:
 
 
 def tuning_line(s: TuneStats) -> str:
-    # a database's timings taken another way (finals from an idle GPU, before
-    # tune.sustain_ms; other variants) are taken again, which a resumed build may not expect
+    """What tuning did. A database's timings taken another way (finals from an idle GPU, before
+    tune.sustain_ms; other variants) are taken again, which a resumed build may not expect."""
     again = f" ({s.retaken} again: the database's were taken another way)" if s.retaken else ""
     return (
         f"tuned {s.instances} kernel instances: {s.benchmarks} measurements taken{again}, "

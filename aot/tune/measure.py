@@ -308,20 +308,19 @@ def stale(plan: Plan, records: Iterable[Record]) -> Counter[str]:
     again because they were taken another way than its recipe asks now (``_current``): a
     final round or baseline without ``tune.sustain_ms`` of load, another variant after a
     change of specializations, another number of draws. Records a build never reads
-    (another source, Triton, dtype binding or arch; verifications) are not counted."""
+    (another source, Triton, dtype binding or arch; verifications; one that a later record
+    of the same key replaced) are not counted."""
     index: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], Instance] = {}
-    for inst in plan.instances:
-        source = plan.sources[inst.kernel.name].cache_key
-        key = (inst.kernel.name, source, inst.target.arch, tuple(sorted(inst.dtypes)))
-        index.setdefault(key, inst)
+    for i in plan.instances:
+        source = plan.sources[i.kernel.name].cache_key
+        index.setdefault((i.kernel.name, source, i.target.arch, tuple(sorted(i.dtypes))), i)
     configs = {id(i): {c.id: c for c in i.configs} for i in index.values()}
     version, out = triton_version(), Counter[str]()
     latest = {r.key: r for r in records}  # as TuningDB reads them: a later one replaces
     for r in latest.values():
-        found = index.get((r.kernel, r.source, r.arch, tuple(sorted(r.dtypes.items()))))
-        if found is None or r.triton != version or r.kind not in (BENCH, FINAL, BASELINE):
+        inst = index.get((r.kernel, r.source, r.arch, tuple(sorted(r.dtypes.items()))))
+        if inst is None or r.triton != version or r.kind not in (BENCH, FINAL, BASELINE):
             continue
-        inst = found
         if r.kind == BASELINE:
             current = _taken_as_now(inst, r)
         elif (config := configs[id(inst)].get(r.config)) is not None:
