@@ -322,11 +322,11 @@ def test_the_summary_counts_the_candidates_compiled_for_tuning(
 ) -> None:
     """A tuning build compiles its candidates in the tuner's pool: the summary says how
     many (it used to say "0 compiled" after minutes of compiling)."""
-    from aot.cli.commands import _tuning_line
+    from aot.cli.lines import tuning_line
 
     first = tune_build(recipe_dir, tmp_path / "a", FakeWorker())
     assert first.tuning is not None and first.tuning.compiled > 0
-    assert f"{first.tuning.compiled} candidate variants compiled" in _tuning_line(first.tuning)
+    assert f"{first.tuning.compiled} candidate variants compiled" in tuning_line(first.tuning)
     again = tune_build(recipe_dir, tmp_path / "a", FakeWorker(), out="u.aotc")  # same cache
     assert again.tuning is not None and again.tuning.compiled == 0
 
