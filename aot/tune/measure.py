@@ -310,20 +310,23 @@ def stale(plan: Plan, records: Iterable[Record]) -> Counter[str]:
     change of specializations, another number of draws. Records a build never reads
     (another source, Triton, dtype binding or arch; verifications; one that a later record
     of the same key replaced) are not counted."""
-    index: dict[tuple[str, str, str, tuple[tuple[str, str], ...]], Instance] = {}
+    # an instance and its configs by id, under what a record names of it
+    index: dict[tuple[str, str, str, tuple[tuple[str, str], ...]],
+                tuple[Instance, dict[str, Config]]] = {}  # fmt: skip
     for i in plan.instances:
         source = plan.sources[i.kernel.name].cache_key
-        index.setdefault((i.kernel.name, source, i.target.arch, tuple(sorted(i.dtypes))), i)
-    configs = {id(i): {c.id: c for c in i.configs} for i in index.values()}
+        key = (i.kernel.name, source, i.target.arch, tuple(sorted(i.dtypes)))
+        index.setdefault(key, (i, {c.id: c for c in i.configs}))
     version, out = triton_version(), Counter[str]()
     latest = {r.key: r for r in records}  # as TuningDB reads them: a later one replaces
     for r in latest.values():
-        inst = index.get((r.kernel, r.source, r.arch, tuple(sorted(r.dtypes.items()))))
-        if inst is None or r.triton != version or r.kind not in (BENCH, FINAL, BASELINE):
+        found = index.get((r.kernel, r.source, r.arch, tuple(sorted(r.dtypes.items()))))
+        if found is None or r.triton != version or r.kind not in (BENCH, FINAL, BASELINE):
             continue
+        inst, configs = found
         if r.kind == BASELINE:
             current = _taken_as_now(inst, r)
-        elif (config := configs[id(inst)].get(r.config)) is not None:
+        elif (config := configs.get(r.config)) is not None:
             current = Measurer._current(r, inst, config)
         else:
             continue  # a config the space no longer has: never read
