@@ -16,6 +16,8 @@
 #   an earlier tuning database to extend (its measurements of unchanged kernels are kept):
 #   SEED_DB="<path>.tunedb.jsonl[.gz] ...", e.g. "benchmarks/data/h200-decode-step/decode.tunedb.jsonl.gz
 #   benchmarks/data/h200-decode-step/wide-space.tunedb.jsonl.gz" (concatenated in order)
+#   more build options, e.g. BUILD_ARGS="--tune-only paged_decode_split" (the others' records
+#   taken from SEED_DB as they are)
 W=${W:-/tmp/aotc-decode}
 source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/decode.tar.gz" logs decode.report.md decode.report decode.tunedb.jsonl step.json verify.json kernels.json ready.json 2>/dev/null); }
@@ -27,7 +29,7 @@ if [[ -n "${SEED_DB:-}" && ! -f "$W/decode.tunedb.jsonl" ]]; then  # plain or gz
 fi
 [[ " $STAGES " == *" jit "* ]] && stage jit "${JIT_LIMIT:-200}" python3 benchmarks/decode_jit_check.py ${JIT_ARGS:-}
 [[ " $STAGES " == *" build "* ]] && \
-  stage build "${BUILD_LIMIT:-420}" python3 -m aot.cli build recipes/decode.toml -o "$W/decode.aotc" -j 16
+  stage build "${BUILD_LIMIT:-420}" python3 -m aot.cli build recipes/decode.toml -o "$W/decode.aotc" -j 16 ${BUILD_ARGS:-}
 pack
 BUNDLE=${BUNDLE:-$W/decode.aotc}
 if [[ -f "$BUNDLE" ]]; then export AOTC_TEST_DECODE_BUNDLE=$BUNDLE; fi

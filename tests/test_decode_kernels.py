@@ -119,6 +119,8 @@ COMPILES = {
     "paged-G1-bn128": ("pa", "paged_decode", _paged(1, 128), 8, 3, True),
     "split-G4-bn64-s8": ("pa", "paged_decode_split", _paged(4, 64, 8), 4, 2, True),
     "split-G8-bn32-s16": ("pa", "paged_decode_split", _paged(8, 32, 16), 4, 3, True),
+    "split-G4-bn128-s32-ahead": ("pa", "paged_decode_split",
+                                 {**_paged(4, 128, 32), "LOOKAHEAD": True}, 4, 3, True),
     "reduce-s8": ("pa", "paged_decode_reduce", {"HEAD_DIM": 128, "NUM_SPLITS": 8}, 4, 1, False),
     "reduce-s32": ("pa", "paged_decode_reduce", {"HEAD_DIM": 64, "NUM_SPLITS": 32}, 2, 1, False),
     "reduce-s32-all": ("pa", "paged_decode_reduce",
@@ -189,7 +191,8 @@ def _relative_error(out: Any, expected: Any) -> float:
 
 def _paged_case(mods: dict[str, ModuleType], lens: tuple[int, ...], hq: int, hkv: int, d: int,
                 bs: int, bn: int, splits: int, dtype: str,
-                min_split: int = 0, read_all: bool = False) -> float:  # fmt: skip
+                min_split: int = 0, read_all: bool = False,
+                lookahead: bool = False) -> float:  # fmt: skip
     import torch
 
     pa, ref = mods["pa"], mods["ref"]
@@ -200,7 +203,8 @@ def _paged_case(mods: dict[str, ModuleType], lens: tuple[int, ...], hq: int, hkv
     for t in scratch:
         t.fill_(float("nan"))
     pa.paged_attention(q, kc, vc, table, cl, out, scale, block_n=bn, num_splits=splits,
-                       scratch=scratch, min_split=min_split, read_all=read_all)  # fmt: skip
+                       scratch=scratch, min_split=min_split, read_all=read_all,
+                       lookahead=lookahead)  # fmt: skip
     error = _relative_error(out, ref.paged_reference(q, kc, vc, table, cl, scale))
     if splits > 1:  # the partials; past a short context's end the neutral maximum and sum,
         import torch  # and the output row left as it was (never written, never read)
@@ -245,6 +249,13 @@ CASES["paged-G4-splits8-min32-readall-bf16"] = partial(
     _paged_case, lens=(100, 1, 17, 0), hq=8, hkv=2, d=32, bs=16, bn=16, splits=8,
     dtype="bf16", min_split=32, read_all=True,
 )  # fmt: skip
+# the table read one tile ahead: ranges past short contexts' ends, tiles of one block and
+# of two, a last tile cut short, stale (NaN) tokens behind every context's end
+for _bn, _min, _dtype in ((16, 32, "fp16"), (32, 64, "bf16")):
+    CASES[f"paged-G4-splits8-min{_min}-ahead-bn{_bn}-{_dtype}"] = partial(
+        _paged_case, lens=(100, 1, 17, 0, 203), hq=8, hkv=2, d=32, bs=16, bn=_bn, splits=8,
+        dtype=_dtype, min_split=_min, read_all=True, lookahead=True,
+    )  # fmt: skip
 CASES["paged-G8-splits8-short-fp16"] = partial(
     _paged_case, lens=(1, 2, 130), hq=8, hkv=1, d=32, bs=16, bn=16, splits=8, dtype="fp16"
 )

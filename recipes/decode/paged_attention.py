@@ -31,7 +31,8 @@ maximum (log2 domain) and sum to fp32 scratch laid out contiguously as
 NUM_SPLITS] (part_max, part_sum). A range past a short sequence's end writes only the
 neutral maximum and sum (NEUTRAL_MAX, 0): a finite maximum that no score reaches, so that
 every weight is a number; its output row is neither written nor read (a short context
-costs its empty ranges almost nothing). ``paged_decode_reduce`` (grid (num_seqs,
+costs its empty ranges almost nothing). With ``LOOKAHEAD`` it reads each tile's table
+entries one iteration ahead (``_attend_ahead``). ``paged_decode_reduce`` (grid (num_seqs,
 num_q_heads)) combines them.
 
 Offsets into the cache are 64-bit: a cache of 2**31 elements is a few GB.
@@ -89,6 +90,49 @@ def _attend(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, lo, hi, qk_scale,
         v = tl.load(v_head + v_off[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _tile_blocks(table_row, start, hi, BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr):
+    """The cache block of each of the BLOCK_N tokens from ``start`` (0 past ``hi``)."""
+    tok = start + tl.arange(0, BLOCK_N)
+    return tl.load(table_row + tok // BLOCK_SIZE, mask=tok < hi, other=0).to(tl.int64)
+
+
+@triton.jit
+def _attend_ahead(q, k_head, v_head, table_row, lo, hi, qk_scale,
+                  stride_k_block, stride_k_tok, stride_v_block, stride_v_tok,
+                  HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr, BLOCK_N: tl.constexpr,
+                  ROWS: tl.constexpr):  # fmt: skip
+    """_attend with each tile's table entries loaded one iteration ahead: in _attend the
+    next tile's K and V addresses wait for a table load issued in the same iteration, so
+    each tile costs two memory latencies in a row. Loaded ahead, its addresses are ready
+    when the pipeline issues its loads (one sequence × 32k: the split kernel from 38.4 to
+    36.3 µs, benchmarks/probe_decode_stream.py). A separate function, not a flag of
+    _attend, so that paged_decode's source, and so its tuning records, stay as they are."""
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    m_i = tl.full([ROWS], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([ROWS], dtype=tl.float32)
+    acc = tl.zeros([ROWS, HEAD_DIM], dtype=tl.float32)
+    ahead = _tile_blocks(table_row, lo, hi, BLOCK_SIZE, BLOCK_N)
+    for start in range(lo, hi, BLOCK_N):
+        block = ahead
+        ahead = _tile_blocks(table_row, start + BLOCK_N, hi, BLOCK_SIZE, BLOCK_N)
+        valid = start + offs_n < hi
+        slot = (start + offs_n) % BLOCK_SIZE
+        k_off = block * stride_k_block + slot * stride_k_tok
+        k = tl.load(k_head + k_off[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
+        s = tl.where(valid[None, :], tl.dot(q, tl.trans(k)) * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v_off = block * stride_v_block + slot * stride_v_tok
+        v = tl.load(v_head + v_off[:, None] + offs_d[None, :], mask=valid[:, None], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
     return acc, l_i, m_i
 
@@ -181,6 +225,7 @@ def paged_decode_split(
     BLOCK_N: tl.constexpr,
     NUM_SPLITS: tl.constexpr,
     MIN_SPLIT: tl.constexpr,
+    LOOKAHEAD: tl.constexpr = False,
 ):
     tl.static_assert(BLOCK_N % BLOCK_SIZE == 0, "BLOCK_N must be a multiple of BLOCK_SIZE")
     tl.static_assert(MIN_SPLIT % BLOCK_SIZE == 0, "MIN_SPLIT must be a multiple of BLOCK_SIZE")
@@ -209,10 +254,17 @@ def paged_decode_split(
     q = _load_queries(q_ptr, seq, kv_head, stride_q_seq, stride_q_head,
                       HEAD_DIM, QUERIES_PER_KV, ROWS)  # fmt: skip
     table_row = block_table_ptr + seq.to(tl.int64) * stride_bt_seq
-    acc, l_i, m_i = _attend(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, lo, hi,
-                            qk_scale, stride_kc_block, stride_kc_head, stride_kc_tok,
-                            stride_vc_block, stride_vc_head, stride_vc_tok,
-                            HEAD_DIM, BLOCK_SIZE, BLOCK_N, ROWS)  # fmt: skip
+    if LOOKAHEAD:
+        acc, l_i, m_i = _attend_ahead(q, k_cache_ptr + kv_head.to(tl.int64) * stride_kc_head,
+                                      v_cache_ptr + kv_head.to(tl.int64) * stride_vc_head,
+                                      table_row, lo, hi, qk_scale, stride_kc_block,
+                                      stride_kc_tok, stride_vc_block, stride_vc_tok,
+                                      HEAD_DIM, BLOCK_SIZE, BLOCK_N, ROWS)  # fmt: skip
+    else:
+        acc, l_i, m_i = _attend(q, k_cache_ptr, v_cache_ptr, table_row, kv_head, lo, hi,
+                                qk_scale, stride_kc_block, stride_kc_head, stride_kc_tok,
+                                stride_vc_block, stride_vc_head, stride_vc_tok,
+                                HEAD_DIM, BLOCK_SIZE, BLOCK_N, ROWS)  # fmt: skip
     offs_d = tl.arange(0, HEAD_DIM)
     tl.store(part_max_ptr + row, tl.maximum(m_i, NEUTRAL_MAX), mask=mask)
     tl.store(part_sum_ptr + row, l_i, mask=mask)
@@ -278,10 +330,11 @@ def split_scratch(num_seqs: int, num_q_heads: int, num_splits: int, head_dim: in
 
 def paged_attention(q, k_cache, v_cache, block_table, context_lens, out, sm_scale,
                     block_n=64, num_splits=1, scratch=None, num_warps=4, num_stages=2,
-                    min_split=0, read_all=False):  # fmt: skip
+                    min_split=0, read_all=False, lookahead=False):  # fmt: skip
     """out = decode attention of q over the paged cache; split-KV when num_splits > 1 (a
     power of two; ``scratch`` from split_scratch, made here when None), each range of at
-    least ``min_split`` tokens, the reduce with READ_ALL = ``read_all``."""
+    least ``min_split`` tokens, the table read ahead when ``lookahead``, the reduce with
+    READ_ALL = ``read_all``."""
     num_seqs, num_q_heads, head_dim = q.shape
     _, num_kv_heads, block_size, _ = k_cache.shape
     common = (
@@ -302,7 +355,7 @@ def paged_attention(q, k_cache, v_cache, block_table, context_lens, out, sm_scal
         scratch = split_scratch(num_seqs, num_q_heads, num_splits, head_dim, q)
     paged_decode_split[(num_seqs, num_kv_heads, num_splits)](
         q, k_cache, v_cache, block_table, context_lens, *scratch, *common,
-        NUM_SPLITS=num_splits, MIN_SPLIT=min_split, **meta,
+        NUM_SPLITS=num_splits, MIN_SPLIT=min_split, LOOKAHEAD=lookahead, **meta,
     )  # fmt: skip
     paged_decode_reduce[(num_seqs, num_q_heads)](
         *scratch, out, num_seqs, out.stride(0), out.stride(1),
