@@ -47,12 +47,14 @@ def databases(data: Path) -> list[Path]:
     decode step's (recipes/decode.toml) also holds its paged kernels' measurements from
     before their recipe specialised the cache's token strides: ``Catalog.current`` drops
     those, and its earlier sources' buckets resolve to no recipe (counted as unmatched), as
-    do its split-KV reduce's from before ``READ_ALL``, which ``read-all/`` measured again."""
+    do its split-KV kernels' from before the split kernel's ``LOOKAHEAD`` (the reduce's
+    source hash moved with it: Triton's counts first lines), which ``lookahead/`` measured
+    again."""
     return [data / "h200-exhaustive.tunedb.jsonl.gz", data / "h200-example.tunedb.jsonl.gz",
             data / "h200-mlp.tunedb.jsonl.gz",
             *sorted((data / "h200-gallery").glob("*.tunedb.jsonl.gz")),
             data / "h200-decode-step" / "decode.tunedb.jsonl.gz",
-            data / "h200-decode-step" / "read-all" / "reduce.tunedb.jsonl.gz",
+            data / "h200-decode-step" / "lookahead" / "lookahead.tunedb.jsonl.gz",
             *sorted((data / "h200-training").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
 
 

@@ -18,6 +18,10 @@ the next tile's loads wait for that load first. Modes, CUDA-graph medians:
   sum (the ceiling of the paged layout at this parallelism);
 - ``pair``: the recipe's split kernel and its reduce (``READ_ALL``), at 32, 64 and 128
   ranges; ``prefetch pair``: the prefetching kernel and the recipe's reduce.
+
+The recipe's split kernel has since taken the prefetch as ``LOOKAHEAD``
+(``_attend_ahead``); the copy here, with its eviction option, is the probe as it ran
+(benchmarks/data/h200-decode-step/probe-stream/).
 """
 
 from __future__ import annotations
