@@ -43,10 +43,9 @@ from benchmarks.probe_split_kv import (  # noqa: E402
     HKV,
     HQ,
     D,
-    decode_problem,
-    graph_us,
     modes_main,
     pa,
+    time_modes,
 )
 
 _split = pa.paged_decode_split
@@ -168,7 +167,8 @@ def configs(mode: str) -> list[dict[str, Any]]:
                                                     (2, 3, 4, 6))]  # fmt: skip
     return [dict(min_split=m, block_n=b, num_warps=w, num_stages=s, read_all=r)
             for m, b, w, s, r in itertools.product((256, 512), (64, 128), (4,), (2, 3, 4),
-                                                   (False, True))]  # fmt: skip
+                                                   (False, True))
+            if not (r and mode.endswith("alone"))]  # no reduce to vary  # fmt: skip
 
 
 def launcher(mode: str, p: Any, out: Any, scratch: Any, cfg: dict[str, Any]) -> Any:
@@ -212,34 +212,16 @@ def launcher(mode: str, p: Any, out: Any, scratch: Any, cfg: dict[str, Any]) -> 
     return run
 
 
+def read_bytes(mode: str, cfg: dict[str, Any], kv_bytes: int) -> int:
+    """The read-only kernel reads each program's share rounded down to whole blocks."""
+    if mode != "read":
+        return kv_bytes
+    return 4 * (kv_bytes // 4 // cfg["programs"] // cfg["block"] * cfg["block"]) * cfg["programs"]
+
+
 def probe(seqs: int, ctx: int, copy: float, modes: list[str]) -> dict[str, Any]:
-    p = decode_problem(seqs, ctx)
-    rows = []
-    for mode in modes:
-        for cfg in configs(mode):
-            if mode.endswith("alone") and cfg.get("read_all"):
-                continue  # no reduce to vary
-            scratch = pa.split_scratch(seqs, HQ, 32, D, p.q)
-            out = torch.full_like(p.q, float("nan"))
-            try:
-                us = graph_us(launcher(mode, p, out, scratch, cfg))
-            except Exception as exc:  # a config that does not compile or launch
-                print(f"  {mode} {cfg}: {type(exc).__name__}: {exc}"[:300], file=sys.stderr)
-                continue
-            checked = mode in ("pair", "tma")
-            err = float((out.float() - p.expected).abs().max()) if checked else 0.0
-            label = " ".join(f"{k}={v}" for k, v in cfg.items())
-            read = p.kv_bytes
-            if mode == "read":  # each program's share rounded down to whole blocks
-                per = p.kv_bytes // 4 // cfg["programs"] // cfg["block"] * cfg["block"]
-                read = 4 * per * cfg["programs"]
-            rows.append({**cfg, "cfg": label, "mode": mode, "us": us, "max_error": err,
-                         "of_copy": read / (us * 1e-6) / 1e9 / copy})  # fmt: skip
-    best = {m: min((r for r in rows if r["mode"] == m), key=lambda r: r["us"]) for m in modes}
-    for m, b in best.items():  # as it goes, in case a later shape fails
-        print(f"  {seqs}x{ctx} {m}: {b['us']:.1f} us, {100 * b['of_copy']:.0f}% of copy, "
-              f"{b['cfg']}", file=sys.stderr, flush=True)  # fmt: skip
-    return {"seqs": seqs, "context": ctx, "flash_us": p.flash_us, "best": best, "rows": rows}
+    return time_modes(seqs, ctx, copy, modes, configs, launcher,
+                      lambda mode: mode in ("pair", "tma"), read_bytes)  # fmt: skip
 
 
 def main() -> int:

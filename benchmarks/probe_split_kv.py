@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,38 @@ def modes_main(doc: str, modes: tuple[str, ...], shapes: list[tuple[int, int]],
                   f"{r['flash_us'] / b['us']:9.2f}x  {100 * b['of_copy']:6.0f}%  "
                   f"{b['max_error']:.1e}")  # fmt: skip
     return 0
+
+
+def time_modes(seqs: int, ctx: int, copy: float, modes: list[str],
+               configs: Callable[[str], list[dict[str, Any]]], launcher: Callable[..., Any],
+               checked: Callable[[str], bool],
+               read_bytes: Callable[[str, dict[str, Any], int], int] | None = None,
+               ) -> dict[str, Any]:  # fmt: skip
+    """A probe's shape: each mode's ``configs(mode)`` run by ``launcher(mode, problem, out,
+    scratch, cfg)`` (a callable that launches), timed as CUDA-graph replays; the output
+    checked against flash where ``checked(mode)``; "of copy" from ``read_bytes(mode, cfg,
+    kv_bytes)`` (default: K and V once). Prints each mode's best as it goes."""
+    p = decode_problem(seqs, ctx)
+    rows = []
+    for mode in modes:
+        for cfg in configs(mode):
+            scratch = pa.split_scratch(seqs, HQ, cfg.get("splits", 32), D, p.q)
+            out = torch.full_like(p.q, float("nan"))
+            try:
+                us = graph_us(launcher(mode, p, out, scratch, cfg))
+            except Exception as exc:  # a config that does not compile or launch
+                print(f"  {mode} {cfg}: {type(exc).__name__}: {exc}"[:300], file=sys.stderr)
+                continue
+            err = float((out.float() - p.expected).abs().max()) if checked(mode) else 0.0
+            read = read_bytes(mode, cfg, p.kv_bytes) if read_bytes else p.kv_bytes
+            label = " ".join(f"{k}={v}" for k, v in cfg.items())
+            rows.append({**cfg, "cfg": label, "mode": mode, "us": us, "max_error": err,
+                         "of_copy": read / (us * 1e-6) / 1e9 / copy})  # fmt: skip
+    best = {m: min((r for r in rows if r["mode"] == m), key=lambda r: r["us"]) for m in modes}
+    for m, b in best.items():  # as it goes, in case a later shape fails
+        print(f"  {seqs}x{ctx} {m}: {b['us']:.1f} us, {100 * b['of_copy']:.0f}% of copy, "
+              f"{b['cfg']}", file=sys.stderr, flush=True)  # fmt: skip
+    return {"seqs": seqs, "context": ctx, "flash_us": p.flash_us, "best": best, "rows": rows}
 
 
 def probe(seqs: int, ctx: int, copy: float, splits: tuple[int, ...]) -> dict[str, Any]:
