@@ -77,7 +77,7 @@ def split_tma(q_ptr, k_desc, v_desc, block_table_ptr, context_lens_ptr, part_out
         return
     ROWS: tl.constexpr = max(16, triton.next_power_of_2(QUERIES_PER_KV))
     qk_scale = sm_scale * _LOG2E
-    n_ctx = pa._context(context_lens_ptr, seq, max_blocks_per_seq, BLOCK_SIZE)
+    n_ctx = tl.minimum(tl.load(context_lens_ptr + seq), max_blocks_per_seq * BLOCK_SIZE)
     per_split = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, NUM_SPLITS), BLOCK_SIZE) * BLOCK_SIZE,
                            MIN_SPLIT)  # fmt: skip
     lo = split * per_split
@@ -90,8 +90,8 @@ def split_tma(q_ptr, k_desc, v_desc, block_table_ptr, context_lens_ptr, part_out
         tl.store(part_max_ptr + row, tl.full([ROWS], NEUTRAL_MAX, tl.float32), mask=mask)
         tl.store(part_sum_ptr + row, tl.zeros([ROWS], tl.float32), mask=mask)
         return
-    q = pa._load_queries(q_ptr, seq, kv_head, stride_q_seq, stride_q_head,
-                         HEAD_DIM, QUERIES_PER_KV, ROWS)  # fmt: skip
+    q_ptrs = q_ptr + seq.to(tl.int64) * stride_q_seq + heads[:, None] * stride_q_head
+    q = tl.load(q_ptrs + tl.arange(0, HEAD_DIM)[None, :], mask=mask[:, None], other=0.0)
     table_row = block_table_ptr + seq.to(tl.int64) * stride_bt_seq
     n_pages = tl.cdiv(hi, BLOCK_SIZE)
     offs_n = tl.arange(0, BLOCK_SIZE)
