@@ -72,6 +72,10 @@ class BuildResult:
         return self._kernels.db
 
     @property
+    def unread(self) -> Mapping[str, int]:  # kernel -> its records under other sources
+        return self._kernels.unread
+
+    @property
     def model_buckets(self) -> int:  # [model] buckets packed (over every target)
         return self.products.get("model", Summary()).packed
 

@@ -36,6 +36,7 @@ from .shard import Slice, apply
 from .tune import decide
 from .tune.db import TuningDB
 from .tune.gpu import GpuInfo, GpuWorker, detect, matches
+from .tune.measure import unread
 from .tune.tuner import Tuner, TuneStats
 
 
@@ -143,6 +144,7 @@ class KernelProduct:
             decided=decided,
             tuning=stats,
             db=db_path if db_path.exists() else None,
+            unread=unread(self.whole, db),
         )
         records: dict[str, Any] = {"kernels": kernels, "build": build}
         ops = op_records(plan.recipe.ops, kernels)

@@ -68,6 +68,7 @@ class Summary:
     decided: Mapping[str, int] = field(default_factory=dict)  # buckets by how chosen
     tuning: TuneStats | None = None  # measurements taken on this machine's GPUs
     db: Path | None = None  # the tuning database, when there is one
+    unread: Mapping[str, int] = field(default_factory=dict)  # kernel -> records of old code
 
 
 @dataclass(frozen=True)

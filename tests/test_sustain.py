@@ -5,6 +5,7 @@ changes with it (benchmarks/RESULTS.md, issue 18). Real compiles, a fake GPU."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -248,3 +249,28 @@ def test_plan_counts_what_a_resumed_build_takes_again(recipe_dir: Path, tmp_path
     assert resumed.tuning is not None and resumed.tuning.retaken > 0
     assert dict(foreseen) == {"scale": resumed.tuning.retaken}
     assert not stale(make_plan(load(recipe)), read_records(db))
+
+
+def test_records_of_code_that_moved_are_named(recipe_dir: Path, tmp_path: Path) -> None:
+    """A line added above a kernel changes its source hash (Triton's counts first lines): the
+    database's records of it no longer resolve, and the build and ``aotc plan --db`` say so
+    instead of shipping the heuristic's picks silently."""
+    from aot.cli.lines import built
+    from tests.test_cli import invoke
+
+    first = tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc")
+    assert first.unread == {} and first.decided.get("measured")
+    db = _db(first.bundle)
+    # a copy: a process imports each kernel file once, and this one has imported the first
+    edited = Path(shutil.copytree(recipe_dir, tmp_path / "edited"))
+    kernels = edited / "kernels" / "small.py"
+    kernels.write_text("# a comment, one line down\n" + kernels.read_text())
+    opts = TuneOptions(enabled=False, db=db)
+    moved = build(edited / "tune.toml", tmp_path / "b.aotc", env_for(tmp_path / "cache"),
+                  tmp_path, opts)  # fmt: skip
+    assert set(moved.unread) == {"scale"} and moved.unread["scale"] > 0
+    assert not moved.decided.get("measured")
+    assert "measured these kernels only as their code was before: scale (" in built(moved)
+    r = invoke(["plan", str(edited / "tune.toml"), "--db", str(db)], tmp_path / "c")
+    assert r.exit_code == 0, r.output
+    assert f"scale ({moved.unread['scale']} records)" in r.stdout

@@ -16,7 +16,7 @@ from ..env import VARIABLES, from_environ
 from ..errors import AotcError, UsageError
 from ..output import check_output
 from .cost_model import cost_model
-from .lines import built, stale_line, tuning_line
+from .lines import built, stale_line, tuning_line, unread_line
 from .options import (
     INPUT,
     OUTPUT,
@@ -89,7 +89,7 @@ def plan(recipe: Path, db: Path | None) -> None:
     from ..plan import make_plan
     from ..recipe import load
     from ..summary import describe_plan
-    from ..tune.measure import stale
+    from ..tune.measure import stale, unread
 
     from_environ()  # a bad AOTC_* value is refused by every command, as by build
     the_plan = make_plan(load(recipe))
@@ -97,6 +97,8 @@ def plan(recipe: Path, db: Path | None) -> None:
     if db is not None:
         records = read_records(db)
         click.echo(stale_line(db, len(records), stale(the_plan, records)))
+        if orphans := unread(the_plan, records):
+            click.echo(unread_line(orphans))
 
 
 TUNE_ONLY = click.option(

@@ -24,6 +24,8 @@ def built(r: BuildResult) -> str:
     if r.model_buckets:
         lines.append(f"model: {r.model_buckets} buckets, {r.model_cached} from cache")
     lines.append(f"report: {r.report}" + (f"\ntuning database: {r.db}" if r.db else ""))
+    if r.db and r.unread:
+        lines.append(unread_line(r.unread))
     if r.shard is not None:
         from loader.manifest import describe_shard
 
@@ -54,4 +56,15 @@ def stale_line(db: Path, records: int, again: Mapping[str, int]) -> str:
         f"of them again, taken another way than the recipe asks now (finals without "
         f"tune.sustain_ms of load, other variants or draws): {kernels}. "
         "`aotc build --tune-only KERNELS` measures only the kernels named"
+    )
+
+
+def unread_line(unread: Mapping[str, int]) -> str:
+    """A database that holds records of kernels, none of them for their code as it is now."""
+    kernels = ", ".join(f"{k} ({n} records)" for k, n in unread.items())
+    return (
+        f"warning: the tuning database measured these kernels only as their code was before: "
+        f"{kernels}. Its code, a function it calls, or only its place in its file changed "
+        "(Triton's source hash counts first lines), so a build reads none of those records: "
+        "their buckets are measured again on a GPU, or chosen without measurements"
     )

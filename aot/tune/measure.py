@@ -333,3 +333,19 @@ def stale(plan: Plan, records: Iterable[Record]) -> Counter[str]:
         if not current:
             out[r.kernel] += 1
     return out
+
+
+def unread(plan: Plan, records: Iterable[Record]) -> dict[str, int]:
+    """Per kernel of ``plan`` that none of ``records`` measured as its source is now, the
+    records of it under other sources: a build reads none of them. A kernel's source hash
+    (Triton's ``cache_key``) covers the functions it calls and each one's first line, so
+    code added above a kernel in its file orphans its records as surely as a change to it."""
+    current = {name: src.cache_key for name, src in plan.sources.items()}
+    other, matched = Counter[str](), set[str]()
+    for r in records:
+        if r.kernel in current:
+            if r.source == current[r.kernel]:
+                matched.add(r.kernel)
+            else:
+                other[r.kernel] += 1
+    return {name: n for name, n in sorted(other.items()) if name not in matched}
