@@ -18,7 +18,8 @@ calls, PyTorch's dispatch); attention also without them (below).
    SDPA with the flash backend on the same K/V laid out contiguously (each KV head's query
    heads as its query rows, so no K/V is repeated; the other backends disabled once, up
    front). Both outputs are compared first. Each is timed twice: called from Python as
-   above, and captured back to back in a CUDA graph and replayed
+   above, in three interleaved rounds (the order rotating each round; the median of its
+   rounds), and captured back to back in a CUDA graph and replayed
    (``triton.testing.do_bench_cudagraph``), as a serving engine's graphs run them: the
    GPU's time without the host's launch costs. GB/s:
    K and V read per second, also as a share of a measured device-to-device copy.
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -47,6 +49,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from benchmarks.decode_jit_check import copy_bandwidth, torch_moe  # noqa: E402
+from benchmarks.hopper_bench import interleaved  # noqa: E402
 from benchmarks.jit_common import bench, load  # noqa: E402
 
 DECODE = ROOT / "recipes" / "decode"
@@ -59,6 +62,7 @@ EXPERTS, TOP_K, HIDDEN, FFN, ALIGN = 8, 2, 4096, 14336, 64
 SEQS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 CONTEXTS = [1024, 4096, 32768]
 TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512]
+ATTENTION_ROUNDS = 3  # called from Python: each path's time is the median of its rounds
 MAX_TOKENS_IN_CACHE = 4 << 20  # K/V of 4M tokens: 16 GiB in each layout
 
 
@@ -111,8 +115,9 @@ def attention_row(bundle: Any, seqs: int, ctx: int, copy_gbs: float) -> dict[str
         fn()
         row[f"{name}_error"] = relative(out, expected)  # the same data both ways
         assert row[f"{name}_error"] < 1e-2, (name, row)
-        row[f"{name}_ms"] = bench(fn)
-    row["sdpa_ms"] = bench(sdpa)
+    # interleaved rounds, the order rotating: no path always runs on a GPU another heated
+    for name, us in interleaved({**paths, "sdpa": sdpa}, ATTENTION_ROUNDS).items():
+        row[f"{name}_ms"] = statistics.median(us) / 1e3
     for name, fn in {**paths, "sdpa": sdpa}.items():  # as a serving graph replays them
         try:
             row[f"{name}_graph_ms"] = graph_ms(fn)

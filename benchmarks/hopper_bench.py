@@ -96,7 +96,7 @@ def matmul_rows(bundle: Any, ms: list[int]) -> list[dict[str, Any]]:
     return rows
 
 
-def _sdpa_backends(q: Any, k: Any, v: Any, causal: bool) -> dict[str, Any]:
+def sdpa_backends(q: Any, k: Any, v: Any, causal: bool) -> dict[str, Any]:
     """Each of PyTorch's SDPA backends that runs this shape: its name -> the context that
     selects it."""
     import torch
@@ -129,7 +129,7 @@ def attention_rows(bundle: Any, lengths: list[int], heads: int) -> list[dict[str
                 flat = [t.view(z * heads * n, d) for t in (q, k, v, o)]
                 sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention,
                                          q, k, v, is_causal=causal)  # fmt: skip
-                backends = _sdpa_backends(q, k, v, causal)
+                backends = sdpa_backends(q, k, v, causal)
                 fns = {"ours": functools.partial(kernel, *flat, d**-0.5, z, heads, n)}
                 times = interleaved({**fns, **dict.fromkeys(backends, sdpa)}, 3, backends)
                 ours = statistics.median(times.pop("ours"))
