@@ -7,6 +7,8 @@
 #   device: carry [".whl"], command: bash benchmarks/run_hopper_on_gpu.sh
 #   an earlier tuning database to extend (its measurements of unchanged kernels are kept):
 #   SEED_DB=benchmarks/data/h200-hopper/hopper.tunedb.jsonl.gz
+#   more build options, e.g. BUILD_ARGS="--tune-only attention_d64" (the others' records
+#   taken from SEED_DB as they are)
 W=${W:-/tmp/aotc-hopper}
 source benchmarks/gpu_run.sh
 pack() { (cd "$W" && tar czf "$OUT/hopper.tar.gz" logs hopper.report.md hopper.report hopper.tunedb.jsonl 2>/dev/null); }
@@ -18,7 +20,7 @@ fi
 [[ " ${STAGES:-jit build tests bench} " == *" jit "* ]] && \
   stage jit "${JIT_LIMIT:-45}" python3 benchmarks/hopper_jit_check.py --quick
 [[ " ${STAGES:-jit build tests bench} " == *" build "* ]] && \
-  stage build "${BUILD_LIMIT:-300}" python3 -m aot.cli build recipes/hopper.toml -o "$W/hopper.aotc" -j 16
+  stage build "${BUILD_LIMIT:-300}" python3 -m aot.cli build recipes/hopper.toml -o "$W/hopper.aotc" -j 16 ${BUILD_ARGS:-}
 pack
 if [[ -f "$W/hopper.aotc" ]]; then export AOTC_TEST_HOPPER_BUNDLE=$W/hopper.aotc; fi
 [[ " ${STAGES:-jit build tests bench} " == *" tests "* ]] && \

@@ -45,7 +45,12 @@ def _load(name: str, as_name: str) -> ModuleType:
 
 
 def _compile(
-    fn: Any, signature: dict[str, str], constexprs: dict[str, Any], warps: int, stages: int
+    fn: Any,
+    signature: dict[str, str],
+    constexprs: dict[str, Any],
+    warps: int,
+    stages: int,
+    extra: dict[str, Any] | None = None,
 ) -> Any:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -53,6 +58,7 @@ def _compile(
     sig = {**signature, **dict.fromkeys(constexprs, "constexpr")}
     src = ASTSource(fn=fn, signature=sig, constexprs=constexprs)
     options = {"num_warps": warps, "num_stages": stages}
+    options.update(extra or {})
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
@@ -217,6 +223,27 @@ def test_attention_has_one_tma_map_per_descriptor(
     _assert_host_descriptors(c, 4)
     assert _warp_specialized(c) == ws
     assert c.metadata.num_warps == (12 if ws else warps)
+
+
+@needs_ptxas
+def test_register_cap_fits_two_attention_ctas_of_eight_warps(
+    compiled_mods: dict[str, ModuleType],
+) -> None:
+    # recipes/hopper.toml's attention_d64 searches maxnreg = 128 at 8 warps: 128x128 tiles
+    # at head dim 64 then take at most 128 registers a thread, so two CTAs of 256 threads
+    # fit the SM's 65536, without spilling; uncapped they take more and one CTA fits.
+    from aot.cubin import inspect
+
+    consts = {"HEAD_DIM": 64, "BLOCK_M": 128, "BLOCK_N": 128, "CAUSAL": False,
+              "WARP_SPECIALIZE": False}  # fmt: skip
+    sig = _attention_sig("fp16", 128, 128, 64)
+    fn = compiled_mods["attn"].attn_fwd
+    capped = inspect(_compile(fn, sig, consts, 8, 3, {"maxnreg": 128}).asm["cubin"])
+    free = inspect(_compile(fn, sig, consts, 8, 3).asm["cubin"])
+    (regs,) = capped.regs.values()
+    assert regs <= 128 and 2 * 256 * regs <= 65536
+    assert set(capped.frames.values()) <= {0}
+    assert 2 * 256 * max(free.regs.values()) > 65536
 
 
 # -- run by the interpreter -------------------------------------------------------------
