@@ -10,6 +10,10 @@ JIT, the bundle's picks beside capped configs and PyTorch's best SDPA backend, i
 fp16, Z * N = 16384 and 32 heads as benchmarks/hopper_bench.py does:
 
     python benchmarks/probe_attention_regs.py [--lengths 1024,4096,16384] [--json out.json]
+        [--dtypes fp16,bf16] [--x2]
+
+Run 2 (the default configs) also times ``attn_fwd_lazy``; run 3 (``--x2``) ``attn_fwd_x2``,
+whose exponentials are computed two at a time in 16 bits (both below).
 
 "cuDNN / x" above 1 means x is faster. Each output is checked against SDPA's first.
 Not a benchmark of the bundle.
@@ -24,6 +28,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import torch
 import triton
 import triton.language as tl
 
@@ -31,6 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.hopper_bench import interleaved, sdpa_backends
 from benchmarks.probe_splitk import hopper_module
+
+DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+EX2_X2 = {torch.float16: "ex2.approx.f16x2 $0, $1;",
+          torch.bfloat16: "ex2.approx.ftz.bf16x2 $0, $1;"}  # fmt: skip
 
 # (head dim, causal) -> configs (BLOCK_M, BLOCK_N, num_warps, num_stages, maxnreg); the first
 # of each list is the bundle's pick at 4096-16384 (benchmarks/data/h200-hopper/epilogue-split/).
@@ -45,6 +54,14 @@ CONFIGS = {
     (64, True): [(64, 64, 4, 3, None), (64, 64, 4, 3, None, "lazy"), (128, 64, 8, 3, 128),
                  (128, 64, 8, 3, 128, "lazy")],
 }  # fmt: skip
+# --x2 (run 3): the picks beside the same configs with packed 16-bit exponentials
+CONFIGS_X2 = {
+    (128, False): [(128, 64, 4, 2, None), (128, 64, 4, 2, None, "x2")],
+    (128, True): [(128, 64, 4, 2, None), (128, 64, 4, 2, None, "x2"), (64, 64, 4, 3, None),
+                  (64, 64, 4, 3, None, "x2")],
+    (64, False): [(128, 128, 8, 3, 128), (128, 128, 8, 3, 128, "x2")],
+    (64, True): [(64, 64, 4, 3, None), (64, 64, 4, 3, None, "x2")],
+}  # fmt: skip
 
 
 @functools.cache
@@ -54,7 +71,7 @@ def _modules() -> tuple:
 
 def _runner(cfg: tuple, q, k, v, o, causal: bool):
     ref, attn = _modules()
-    bm, bn, warps, stages, cap, *lazy = cfg
+    bm, bn, warps, stages, cap, *form = cfg
     z, h, n, d = q.shape
     descs = ref.attention_descriptors(q, k, v, o, bm, bn)
     meta = {"HEAD_DIM": d, "BLOCK_M": bm, "BLOCK_N": bn, "CAUSAL": causal,
@@ -62,22 +79,28 @@ def _runner(cfg: tuple, q, k, v, o, causal: bool):
     if cap is not None:
         meta["maxnreg"] = cap
     grid = ref.attention_grid(z, h, n, bm)
-    if lazy:
+    if form == ["lazy"]:
         return functools.partial(attn_fwd_lazy[grid], *descs, d**-0.5, z, h, n, TAU=8.0, **meta)
+    if form == ["x2"]:
+        asm = EX2_X2[q.dtype]
+        return functools.partial(attn_fwd_x2[grid], *descs, d**-0.5, z, h, n, ASM=asm, **meta)
     return functools.partial(attn.attn_fwd[grid], *descs, d**-0.5, z, h, n,
                              WARP_SPECIALIZE=False, **meta)  # fmt: skip
 
 
 def _label(cfg: tuple) -> str:
-    bm, bn, warps, stages, cap, *lazy = cfg
-    return f"{bm}x{bn}-w{warps}-s{stages}" + (f"-cap{cap}" if cap else "") + ("-lazy" * bool(lazy))
+    bm, bn, warps, stages, cap, *form = cfg
+    return (
+        f"{bm}x{bn}-w{warps}-s{stages}"
+        + (f"-cap{cap}" if cap else "")
+        + "".join(f"-{f}" for f in form)
+    )
 
 
-def probe(d: int, causal: bool, n: int, rounds: int) -> dict:
-    import torch
+def probe(d: int, causal: bool, n: int, rounds: int, dtype: str, configs: dict) -> dict:
 
     z, heads = max(1, 16384 // n), 32
-    q, k, v = (torch.randn(z, heads, n, d, device="cuda", dtype=torch.float16)
+    q, k, v = (torch.randn(z, heads, n, d, device="cuda", dtype=getattr(torch, DTYPES[dtype]))
                for _ in range(3))  # fmt: skip
     o = torch.empty_like(q)
     sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention, q, k, v,
@@ -85,7 +108,7 @@ def probe(d: int, causal: bool, n: int, rounds: int) -> dict:
     backends = sdpa_backends(q, k, v, causal)
     expected = sdpa().float()
     fns, errs = {}, {}
-    for cfg in CONFIGS[(d, causal)]:
+    for cfg in configs[(d, causal)]:
         label = _label(cfg)
         try:
             run = _runner(cfg, q, k, v, o, causal)
@@ -102,14 +125,14 @@ def probe(d: int, causal: bool, n: int, rounds: int) -> dict:
     flops = 4 * z * heads * n * n * d / (2 if causal else 1)
     rows = sorted(({"cfg": key, "us": statistics.median(t), "err": errs[key]}
                    for key, t in times.items()), key=lambda r: r["us"])  # fmt: skip
-    print(f"\nd={d} causal={causal} {z}x{heads}x{n}: {backend} {ref_us:.1f} us "
+    print(f"\n{dtype} d={d} causal={causal} {z}x{heads}x{n}: {backend} {ref_us:.1f} us "
           f"({flops / ref_us / 1e6:.0f} TFLOP/s)")  # fmt: skip
     for r in rows:
         print(f"  {r['cfg']:<22} {r['us']:9.1f} us  {ref_us / r['us']:.3f}x  "
               f"{flops / r['us'] / 1e6:4.0f} TFLOP/s  err {r['err']:.2g}")  # fmt: skip
     sys.stdout.flush()
-    return {"d": d, "causal": causal, "N": n, "Z": z, "backend": backend, "ref_us": ref_us,
-            "rows": rows}  # fmt: skip
+    return {"dtype": dtype, "d": d, "causal": causal, "N": n, "Z": z, "backend": backend,
+            "ref_us": ref_us, "rows": rows}  # fmt: skip
 
 
 # -- the same forward with lazy rescaling ------------------------------------------------------
@@ -176,14 +199,85 @@ def attn_fwd_lazy(q_desc, k_desc, v_desc, o_desc, sm_scale, Z, H, N_CTX,
     o_desc.store([q_row, 0], acc.to(o_desc.dtype))
 
 
+# -- the same forward with packed half-precision exponentials -----------------------------------
+# The SFU's exp2 is the softmax's slowest unit (16 a clock per SM on sm_90); its packed f16x2
+# and bf16x2 forms give two results per operation, and the MMA takes P in 16 bits anyway.
+# The row sums still add in fp32.
+
+
+@triton.jit
+def _exp2_x2(x, like, ASM: tl.constexpr):
+    """exp2 of fp32 ``x`` in ``like``'s 16-bit type, two values per instruction (ASM)."""
+    return tl.inline_asm_elementwise(ASM, "=r,r", [x.to(like.dtype)], dtype=like.dtype,
+                                     is_pure=True, pack=2)  # fmt: skip
+
+
+@triton.jit
+def _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scale,
+               BLOCK_N: tl.constexpr, MASKED: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = k_desc.load([row0 + start_n, 0])
+        s = tl.dot(q, k.T)
+        if MASKED:
+            visible = offs_m[:, None] >= (start_n + offs_n)[None, :]
+            s = tl.where(visible, s * qk_scale, -1.0e6)
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            s = s - m_new[:, None]
+        else:
+            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+            s = s * qk_scale - m_new[:, None]
+        p = _exp2_x2(s, q, ASM)
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
+        acc = acc * alpha[:, None]
+        v = v_desc.load([row0 + start_n, 0])
+        acc = tl.dot(p, v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def attn_fwd_x2(q_desc, k_desc, v_desc, o_desc, sm_scale, Z, H, N_CTX,
+                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                CAUSAL: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    pid_m = tl.program_id(0)
+    start_m = (tl.cdiv(N_CTX, BLOCK_M) - 1 - pid_m) if CAUSAL else pid_m
+    row0 = tl.program_id(1) * N_CTX
+    q_row = row0 + start_m * BLOCK_M
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.4426950408889634
+    q = q_desc.load([q_row, 0])
+    if not CAUSAL:
+        acc, l_i, m_i = _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, N_CTX, offs_m,
+                                   qk_scale, BLOCK_N, False, ASM)  # fmt: skip
+    else:
+        diag = start_m * BLOCK_M
+        acc, l_i, m_i = _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
+                                   qk_scale, BLOCK_N, False, ASM)  # fmt: skip
+        end = diag + BLOCK_M
+        acc, l_i, m_i = _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, diag, end, offs_m,
+                                   qk_scale, BLOCK_N, True, ASM)  # fmt: skip
+    acc = acc / l_i[:, None]
+    o_desc.store([q_row, 0], acc.to(o_desc.dtype))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lengths", default="1024,4096,16384")
     ap.add_argument("--dims", default="128,64")
+    ap.add_argument("--dtypes", default="fp16")
+    ap.add_argument("--x2", action="store_true", help="run 3's configs (CONFIGS_X2)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
-    results = [probe(d, causal, n, args.rounds)
+    configs = CONFIGS_X2 if args.x2 else CONFIGS
+    results = [probe(d, causal, n, args.rounds, dtype, configs)
+               for dtype in args.dtypes.split(",")
                for d in (int(x) for x in args.dims.split(","))
                for causal in (False, True)
                for n in (int(x) for x in args.lengths.split(","))]  # fmt: skip
