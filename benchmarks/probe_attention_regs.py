@@ -12,8 +12,9 @@ fp16, Z * N = 16384 and 32 heads as benchmarks/hopper_bench.py does:
     python benchmarks/probe_attention_regs.py [--lengths 1024,4096,16384] [--json out.json]
         [--dtypes fp16,bf16] [--x2]
 
-Run 2 (the default configs) also times ``attn_fwd_lazy``; run 3 (``--x2``) ``attn_fwd_x2``,
-whose exponentials are computed two at a time in 16 bits (both below).
+Run 2 (the default configs) also times a key loop with lazy rescaling; run 3 (``--x2``) one
+whose exponentials are computed two at a time in 16 bits (both below, through
+``attn_fwd_variant``; the runs launched each from its own copy of that function).
 
 "cuDNN / x" above 1 means x is faster. Each output is checked against SDPA's first.
 Not a benchmark of the bundle.
@@ -79,11 +80,9 @@ def _runner(cfg: tuple, q, k, v, o, causal: bool):
     if cap is not None:
         meta["maxnreg"] = cap
     grid = ref.attention_grid(z, h, n, bm)
-    if form == ["lazy"]:
-        return functools.partial(attn_fwd_lazy[grid], *descs, d**-0.5, z, h, n, TAU=8.0, **meta)
-    if form == ["x2"]:
-        asm = EX2_X2[q.dtype]
-        return functools.partial(attn_fwd_x2[grid], *descs, d**-0.5, z, h, n, ASM=asm, **meta)
+    if form:  # the probe's own key loops (below)
+        return functools.partial(attn_fwd_variant[grid], *descs, d**-0.5, z, h, n, FORM=form[0],
+                                 ASM=EX2_X2[q.dtype], **meta)  # fmt: skip
     return functools.partial(attn.attn_fwd[grid], *descs, d**-0.5, z, h, n,
                              WARP_SPECIALIZE=False, **meta)  # fmt: skip
 
@@ -171,34 +170,6 @@ def _attend_lazy(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scal
     return acc, l_i, m_i
 
 
-@triton.jit
-def attn_fwd_lazy(q_desc, k_desc, v_desc, o_desc, sm_scale, Z, H, N_CTX,
-                  HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                  CAUSAL: tl.constexpr, TAU: tl.constexpr):  # fmt: skip
-    pid_m = tl.program_id(0)
-    start_m = (tl.cdiv(N_CTX, BLOCK_M) - 1 - pid_m) if CAUSAL else pid_m
-    row0 = tl.program_id(1) * N_CTX
-    q_row = row0 + start_m * BLOCK_M
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.4426950408889634
-    q = q_desc.load([q_row, 0])
-    if not CAUSAL:
-        acc, l_i, m_i = _attend_lazy(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, N_CTX, offs_m,
-                                     qk_scale, BLOCK_N, False, TAU)  # fmt: skip
-    else:
-        diag = start_m * BLOCK_M
-        acc, l_i, m_i = _attend_lazy(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
-                                     qk_scale, BLOCK_N, False, TAU)  # fmt: skip
-        end = diag + BLOCK_M
-        acc, l_i, m_i = _attend_lazy(acc, l_i, m_i, q, k_desc, v_desc, row0, diag, end, offs_m,
-                                     qk_scale, BLOCK_N, True, TAU)  # fmt: skip
-    acc = acc / l_i[:, None]
-    o_desc.store([q_row, 0], acc.to(o_desc.dtype))
-
-
 # -- the same forward with packed half-precision exponentials -----------------------------------
 # The SFU's exp2 is the softmax's slowest unit (16 a clock per SM on sm_90); its packed f16x2
 # and bf16x2 forms give two results per operation, and the MMA takes P in 16 bits anyway.
@@ -238,10 +209,25 @@ def _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scale,
     return acc, l_i, m_i
 
 
+# -- both variants' forward: attn_fwd's, with FORM ("lazy" or "x2") choosing the key loop ---
+
+
 @triton.jit
-def attn_fwd_x2(q_desc, k_desc, v_desc, o_desc, sm_scale, Z, H, N_CTX,
-                HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                CAUSAL: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+def _attend_form(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scale,
+                 BLOCK_N: tl.constexpr, MASKED: tl.constexpr, FORM: tl.constexpr,
+                 TAU: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    if FORM == "lazy":
+        return _attend_lazy(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scale,
+                            BLOCK_N, MASKED, TAU)  # fmt: skip
+    return _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scale,
+                      BLOCK_N, MASKED, ASM)  # fmt: skip
+
+
+@triton.jit
+def attn_fwd_variant(q_desc, k_desc, v_desc, o_desc, sm_scale, Z, H, N_CTX,
+                     HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     CAUSAL: tl.constexpr, FORM: tl.constexpr, TAU: tl.constexpr = 8.0,
+                     ASM: tl.constexpr = ""):  # fmt: skip
     pid_m = tl.program_id(0)
     start_m = (tl.cdiv(N_CTX, BLOCK_M) - 1 - pid_m) if CAUSAL else pid_m
     row0 = tl.program_id(1) * N_CTX
@@ -253,15 +239,15 @@ def attn_fwd_x2(q_desc, k_desc, v_desc, o_desc, sm_scale, Z, H, N_CTX,
     qk_scale = sm_scale * 1.4426950408889634
     q = q_desc.load([q_row, 0])
     if not CAUSAL:
-        acc, l_i, m_i = _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, N_CTX, offs_m,
-                                   qk_scale, BLOCK_N, False, ASM)  # fmt: skip
+        acc, l_i, m_i = _attend_form(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, N_CTX, offs_m,
+                                     qk_scale, BLOCK_N, False, FORM, TAU, ASM)  # fmt: skip
     else:
         diag = start_m * BLOCK_M
-        acc, l_i, m_i = _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
-                                   qk_scale, BLOCK_N, False, ASM)  # fmt: skip
+        acc, l_i, m_i = _attend_form(acc, l_i, m_i, q, k_desc, v_desc, row0, 0, diag, offs_m,
+                                     qk_scale, BLOCK_N, False, FORM, TAU, ASM)  # fmt: skip
         end = diag + BLOCK_M
-        acc, l_i, m_i = _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, diag, end, offs_m,
-                                   qk_scale, BLOCK_N, True, ASM)  # fmt: skip
+        acc, l_i, m_i = _attend_form(acc, l_i, m_i, q, k_desc, v_desc, row0, diag, end, offs_m,
+                                     qk_scale, BLOCK_N, True, FORM, TAU, ASM)  # fmt: skip
     acc = acc / l_i[:, None]
     o_desc.store([q_row, 0], acc.to(o_desc.dtype))
 
