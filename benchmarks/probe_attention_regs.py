@@ -97,7 +97,6 @@ def _label(cfg: tuple) -> str:
 
 
 def probe(d: int, causal: bool, n: int, rounds: int, dtype: str, configs: dict) -> dict:
-
     z, heads = max(1, 16384 // n), 32
     q, k, v = (torch.randn(z, heads, n, d, device="cuda", dtype=getattr(torch, DTYPES[dtype]))
                for _ in range(3))  # fmt: skip
