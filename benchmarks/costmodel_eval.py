@@ -41,6 +41,13 @@ DATA = ROOT / "benchmarks" / "data"
 TRAINING = ROOT / "benchmarks" / "training"  # the dense training kernels' recipes
 
 
+# recipes/hopper.toml's databases, oldest first (issue 21's stops): their kernels' records
+# from before a source change resolve to no recipe and are dropped as stale
+HOPPER = ("hopper.tunedb.jsonl.gz", "splitk/splitk.tunedb.jsonl.gz",
+          "stages/stages.tunedb.jsonl.gz", "epilogue-split/epilogue.tunedb.jsonl.gz",
+          "attention-cap/attention-cap.tunedb.jsonl.gz")  # fmt: skip
+
+
 def databases(data: Path) -> list[Path]:
     """The committed H200 databases; those of the training kernels (benchmarks/training/,
     from benchmarks/run_training_on_gpu.sh) when ``data/h200-training/`` holds them. The
@@ -49,12 +56,13 @@ def databases(data: Path) -> list[Path]:
     those, and its earlier sources' buckets resolve to no recipe (counted as unmatched), as
     do its split-KV kernels' from before the split kernel's ``LOOKAHEAD`` (the reduce's
     source hash moved with it: Triton's counts first lines), which ``lookahead/`` measured
-    again."""
+    again. The Hopper recipe's (TMA descriptors, persistent grids) joined on 2026-12-03."""
     return [data / "h200-exhaustive.tunedb.jsonl.gz", data / "h200-example.tunedb.jsonl.gz",
             data / "h200-mlp.tunedb.jsonl.gz",
             *sorted((data / "h200-gallery").glob("*.tunedb.jsonl.gz")),
             data / "h200-decode-step" / "decode.tunedb.jsonl.gz",
             data / "h200-decode-step" / "lookahead" / "lookahead.tunedb.jsonl.gz",
+            *(data / "h200-hopper" / f for f in HOPPER),
             *sorted((data / "h200-training").glob("*.tunedb.jsonl.gz"))]  # fmt: skip
 
 
@@ -65,7 +73,7 @@ def recipes(dbs: list[Path]) -> list[Path]:
     return [ROOT / "benchmarks" / "recipes" / "exhaustive.toml", ROOT / "recipes" / "example.toml",
             ROOT / "recipes" / "mlp.toml", ROOT / "recipes" / "gallery",
             ROOT / "tests" / "data" / "shipped" / "shipped.toml", ROOT / "recipes" / "decode.toml",
-            *([TRAINING] if training else [])]  # fmt: skip
+            ROOT / "recipes" / "hopper.toml", *([TRAINING] if training else [])]  # fmt: skip
 
 
 DBS = databases(DATA)
