@@ -68,6 +68,21 @@ def test_resident_blocks_follow_registers_shared_memory_and_threads() -> None:
     assert blocks_per_sm(h200, 128, big) == h200.smem_per_sm // (100 * 1024 + 1024)
 
 
+def test_a_persistent_grid_counts_its_waves_in_tiles() -> None:
+    # min(NUM_SMS, tiles) launches 132 programs at every tile size; its work is the tiles
+    from aot.costmodel.features import work_units
+    from loader.expr import parse
+
+    env = {"NUM_SMS": 132, "M": 4096, "N": 4096}
+    persistent = [parse("min(NUM_SMS, cdiv(M, BM) * cdiv(N, BN))")]
+    for bm, tiles in ((128, 1024), (256, 512)):
+        assert work_units(persistent, {**env, "BM": bm, "BN": 128}, 132) == tiles
+    assert work_units(persistent, {**env, "M": 64, "BM": 64, "BN": 128}, 32) == 32
+    plain = [parse("cdiv(M, BM)"), parse("cdiv(N, BN)")]
+    assert work_units(plain, {**env, "BM": 128, "BN": 128}, 1024) == 1024
+    assert work_units([parse("NUM_SMS * 2")], env, 264) == 264  # grows with the SMs itself
+
+
 def test_relative_features_compare_a_config_with_its_bucket() -> None:
     def row(tile: float, warps: float) -> dict[str, float]:
         r = {n: 0.0 for n in NAMES}

@@ -20,7 +20,7 @@ from typing import Any
 from loader.expr import Expr
 
 from ..heuristic import cost as heuristic_cost
-from ..kernel_env import EnvError, env_at
+from ..kernel_env import TARGET_SMS, EnvError, env_at
 from ..plan import Config, Instance
 from ..targets import GPU
 
@@ -42,17 +42,17 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("occupancy", "resident warps per SM over the target's maximum"),
     ("log2_programs", "log2 of the grid's programs at the bucket's upper bound"),
     ("sm_fill", "programs over SMs, at most 1: how much of the GPU one wave uses"),
-    ("log2_waves", "log2 of programs over (SMs × resident blocks per SM)"),
+    ("log2_waves", "log2 of programs (persistent: tiles) over SMs × resident blocks per SM"),
     ("tail_waste", "the idle share of the last wave: 1 − waves / ceil(waves)"),
     ("log2_flops", "log2 of the recipe's tune.flops at the bucket (NaN if not given)"),
     ("log2_bytes", "log2 of the recipe's tune.bytes at the bucket (NaN if not given)"),
     ("log2_intensity_vs_ridge", "log2 of flops/bytes over the target's peak flops/bandwidth"),
-    ("log2_flops_per_program", "log2 of tune.flops per program"),
-    ("log2_bytes_per_program", "log2 of tune.bytes per program"),
+    ("log2_flops_per_program", "log2 of tune.flops per program (per tile, persistent)"),
+    ("log2_bytes_per_program", "log2 of tune.bytes per program (per tile, persistent)"),
     ("log2_sms", "log2 of the target's SMs"),
     ("log2_peak_tflops", "log2 of the target's peak fp16 TFLOP/s"),
     ("log2_peak_gbps", "log2 of the target's peak memory bandwidth"),
-    ("coverage_rel", "log2 of programs × tile over the bucket's smallest: tile overhang"),
+    ("coverage_rel", "log2 of programs (tiles) × tile over the bucket's smallest: overhang"),
     ("heuristic_rel", "log2 of the analytical heuristic's cost over the bucket's best"),
     ("tile_rel", "log2_tile minus the bucket's largest"),
     ("block_rel", "log2_block minus the bucket's largest"),
@@ -108,6 +108,22 @@ def blocks_per_sm(gpu: GPU, threads: int, facts: Facts) -> int:
     return max(0, min(by_regs, by_smem, by_threads, gpu.max_blocks_per_sm))
 
 
+# A persistent grid, ``min(NUM_SMS, tiles)``, launches as many programs whatever the tile;
+# each loops over tiles. Its waves and work per program are counted in tiles: the grid
+# with an unbounded SM count, where that bounds it (a grid that grows with NUM_SMS itself
+# counts its programs).
+_UNBOUNDED_SMS = 1 << 24
+
+
+def work_units(grid: Sequence[Expr], env: Mapping[str, Any], programs: int) -> int:
+    """The grid's units of work: its programs, or for a persistent grid the tiles they
+    loop over."""
+    if not any(TARGET_SMS in g.names for g in grid):
+        return programs
+    units = math.prod(max(int(g.evaluate({**env, TARGET_SMS: _UNBOUNDED_SMS})), 0) for g in grid)
+    return units if programs <= units < _UNBOUNDED_SMS else programs
+
+
 def _problem(inst: Instance, env: Mapping[str, Any]) -> tuple[float, float]:
     t = inst.kernel.tune
     flops = float(t.flops.evaluate(env)) if t.flops is not None else NAN
@@ -125,15 +141,16 @@ def raw(
     try:
         env = env_at(kr, point, config, {**gpu.properties()}, dict(inst.dtypes))
         programs = math.prod(max(int(g.evaluate(env)), 0) for g in kr.grid)
+        units = work_units(kr.grid, env, programs)
         heur = heuristic_cost(config, kr.grid, env, gpu.sms)
         flops, nbytes = _problem(inst, env)
     except (EnvError, ArithmeticError, ValueError, TypeError):
-        programs, heur, flops, nbytes = 0, NAN, NAN, NAN
+        programs, units, heur, flops, nbytes = 0, 0, NAN, NAN, NAN
     tile = _tile(config, kr.grid)
     work = math.prod(tile) if tile else 1
     threads = config.num_warps * 32
     resident = blocks_per_sm(gpu, threads, facts)
-    waves = programs / (gpu.sms * resident) if resident and programs else NAN
+    waves = units / (gpu.sms * resident) if resident and units else NAN
     ridge = gpu.tflops_16 * 1e12 / (gpu.gbps * 1e9)
     return {
         "log2_warps": math.log2(config.num_warps),
@@ -156,12 +173,12 @@ def raw(
         "log2_flops": _log2(flops),
         "log2_bytes": _log2(nbytes),
         "log2_intensity_vs_ridge": _log2(flops / nbytes / ridge) if nbytes > 0 else NAN,
-        "log2_flops_per_program": _log2(flops / programs) if programs else NAN,
-        "log2_bytes_per_program": _log2(nbytes / programs) if programs else NAN,
+        "log2_flops_per_program": _log2(flops / units) if units else NAN,
+        "log2_bytes_per_program": _log2(nbytes / units) if units else NAN,
         "log2_sms": math.log2(gpu.sms),
         "log2_peak_tflops": math.log2(gpu.tflops_16),
         "log2_peak_gbps": math.log2(gpu.gbps),
-        "_coverage": float(programs * work),  # for relative(); not a model column
+        "_coverage": float(units * work),  # for relative(); not a model column
         "_heuristic": heur,
     }
 
