@@ -133,6 +133,32 @@ def probe(d: int, causal: bool, n: int, rounds: int, dtype: str, configs: dict) 
             "ref_us": ref_us, "rows": rows}  # fmt: skip
 
 
+# -- what both probe loops share with attn_fwd's: one key block's scores ----------------------
+
+
+@triton.jit
+def _block_scores(q, k_desc, row0, start_n, offs_m, m_i, qk_scale,
+                  BLOCK_N: tl.constexpr, MASKED: tl.constexpr):  # fmt: skip
+    """The block's scores and the rows' new running maxima (log2 units), as attn_fwd's loop
+    makes them: a masked block's scores come back scaled (hidden keys at -1e6), an unmasked
+    one's unscaled, its scale folded into ``_shifted``'s multiply-add."""
+    k = k_desc.load([row0 + start_n, 0])
+    s = tl.dot(q, k.T)
+    if MASKED:
+        visible = offs_m[:, None] >= (start_n + tl.arange(0, BLOCK_N))[None, :]
+        s = tl.where(visible, s * qk_scale, -1.0e6)
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+    else:
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+    return s, m_new
+
+
+@triton.jit
+def _shifted(s, m, qk_scale, MASKED: tl.constexpr):
+    """``_block_scores``'s scores, scaled, less each row's maximum ``m``: exp2's argument."""
+    return s - m[:, None] if MASKED else s * qk_scale - m[:, None]
+
+
 # -- the same forward with lazy rescaling ------------------------------------------------------
 # attn_fwd rescales the fp32 accumulator by exp2(m_old - m_new) at every key block: at head
 # dim 128 and 64-key blocks, two multiplies per score. Here a block rescales only when some
@@ -143,26 +169,16 @@ def probe(d: int, causal: bool, n: int, rounds: int, dtype: str, configs: dict) 
 @triton.jit
 def _attend_lazy(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scale,
                  BLOCK_N: tl.constexpr, MASKED: tl.constexpr, TAU: tl.constexpr):  # fmt: skip
-    offs_n = tl.arange(0, BLOCK_N)
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = k_desc.load([row0 + start_n, 0])
-        s = tl.dot(q, k.T)
-        if MASKED:
-            visible = offs_m[:, None] >= (start_n + offs_n)[None, :]
-            s = tl.where(visible, s * qk_scale, -1.0e6)
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-        else:
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
+        s, m_new = _block_scores(q, k_desc, row0, start_n, offs_m, m_i, qk_scale, BLOCK_N,
+                                 MASKED)  # fmt: skip
         if tl.max(m_new - m_i, 0) > TAU:
             alpha = tl.math.exp2(m_i - m_new)
             acc = acc * alpha[:, None]
             l_i = l_i * alpha
             m_i = m_new
-        if MASKED:  # noqa: SIM108 (a constexpr branch; the unmasked scale stays one FMA)
-            p = tl.math.exp2(s - m_i[:, None])
-        else:
-            p = tl.math.exp2(s * qk_scale - m_i[:, None])
+        p = tl.math.exp2(_shifted(s, m_i, qk_scale, MASKED))
         l_i += tl.sum(p, 1)
         v = v_desc.load([row0 + start_n, 0])
         acc = tl.dot(p.to(v.dtype), v, acc)
@@ -185,20 +201,11 @@ def _exp2_x2(x, like, ASM: tl.constexpr):
 @triton.jit
 def _attend_x2(acc, l_i, m_i, q, k_desc, v_desc, row0, lo, hi, offs_m, qk_scale,
                BLOCK_N: tl.constexpr, MASKED: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
-    offs_n = tl.arange(0, BLOCK_N)
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = k_desc.load([row0 + start_n, 0])
-        s = tl.dot(q, k.T)
-        if MASKED:
-            visible = offs_m[:, None] >= (start_n + offs_n)[None, :]
-            s = tl.where(visible, s * qk_scale, -1.0e6)
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            s = s - m_new[:, None]
-        else:
-            m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)
-            s = s * qk_scale - m_new[:, None]
-        p = _exp2_x2(s, q, ASM)
+        s, m_new = _block_scores(q, k_desc, row0, start_n, offs_m, m_i, qk_scale, BLOCK_N,
+                                 MASKED)  # fmt: skip
+        p = _exp2_x2(_shifted(s, m_new, qk_scale, MASKED), q, ASM)
         alpha = tl.math.exp2(m_i - m_new)
         l_i = l_i * alpha + tl.sum(p.to(tl.float32), 1)
         acc = acc * alpha[:, None]
