@@ -96,7 +96,10 @@ def _label(cfg: tuple) -> str:
     )
 
 
-def probe(d: int, causal: bool, n: int, rounds: int, dtype: str, configs: dict) -> dict:
+def probe(d: int, causal: bool, n: int, rounds: int, dtype: str, configs: dict,
+          runner=_runner, label=_label) -> dict:  # fmt: skip
+    """Each config of ``configs[(d, causal)]`` (launched by ``runner``, named by ``label``)
+    and PyTorch's SDPA backends at one shape, checked against SDPA and timed interleaved."""
     z, heads = max(1, 16384 // n), 32
     q, k, v = (torch.randn(z, heads, n, d, device="cuda", dtype=getattr(torch, DTYPES[dtype]))
                for _ in range(3))  # fmt: skip
@@ -107,17 +110,17 @@ def probe(d: int, causal: bool, n: int, rounds: int, dtype: str, configs: dict) 
     expected = sdpa().float()
     fns, errs = {}, {}
     for cfg in configs[(d, causal)]:
-        label = _label(cfg)
+        name = label(cfg)
         try:
-            run = _runner(cfg, q, k, v, o, causal)
+            run = runner(cfg, q, k, v, o, causal)
             o.fill_(float("nan"))
             run()
             torch.cuda.synchronize()
         except Exception as exc:  # does not compile, or out of resources
-            print(f"[probe] {label}: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
+            print(f"[probe] {name}: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
             continue
-        errs[label] = float((o.float() - expected).abs().max())
-        fns[label] = run
+        errs[name] = float((o.float() - expected).abs().max())
+        fns[name] = run
     times = interleaved({**fns, **dict.fromkeys(backends, sdpa)}, rounds, backends)
     ref_us, backend = min((statistics.median(times.pop(name)), name) for name in backends)
     flops = 4 * z * heads * n * n * d / (2 if causal else 1)

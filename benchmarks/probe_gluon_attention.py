@@ -1,0 +1,118 @@
+"""Probe: does a Gluon attention forward that overlaps its softmax with its own tensor-core
+work (benchmarks/gluon_attention.py: FlashAttention-3's intra-warpgroup pipelining, with or
+without a warp that issues the loads) reach cuDNN on the H200, where the Triton kernel
+(recipes/hopper/attention.py) reads 0.79-0.97x at head dim 128 (issue 21)?
+
+Times, through Triton's JIT and interleaved, the Gluon kernel at a few configs beside the
+Triton kernel's bundle picks at 4096-16384 and PyTorch's SDPA backends, fp16, Z * N = 16384
+and 32 heads as benchmarks/hopper_bench.py does. Each output is checked against SDPA's first:
+
+    python benchmarks/probe_gluon_attention.py [--lengths 1024,4096,16384] [--dims 128,64]
+        [--dtypes fp16,bf16] [--json out.json]
+
+"cuDNN / x" above 1 means x is faster. Not a benchmark of the bundle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.gluon_attention import attn_fwd_fa3
+from benchmarks.probe_attention_regs import CONFIGS, _label, _runner, probe
+
+# (head dim, causal) -> Gluon configs (KERNEL, BLOCK_M, BLOCK_N, num_warps, STAGES, maxnreg),
+# after the Triton kernel's pick. KERNEL "fa3": every warp computes and loads; "ws"
+# (WARP_SPECIALIZE): one more warp loads. BLOCK_M is a multiple of 16 rows a
+# warp. A cap of 128 registers fits two CTAs of 4 (+1) warps on an SM.
+GLUON = {
+    (128, False): [("fa3", 128, 128, 8, 2, None), ("fa3", 64, 64, 4, 3, None),
+                   ("ws", 64, 64, 4, 2, 128), ("ws", 64, 64, 4, 3, 128),
+                   ("ws", 128, 128, 8, 2, None), ("ws", 128, 64, 8, 3, None)],
+    (128, True): [("fa3", 64, 64, 4, 3, None), ("ws", 64, 64, 4, 3, 128),
+                  ("ws", 128, 128, 8, 2, None), ("ws", 128, 64, 8, 3, None)],
+    (64, False): [("fa3", 128, 64, 8, 4, None), ("ws", 64, 128, 4, 3, 128),
+                  ("ws", 64, 64, 4, 3, 128), ("ws", 128, 64, 4, 3, 128),
+                  ("ws", 128, 128, 8, 3, None)],
+    (64, True): [("fa3", 64, 64, 4, 3, None), ("ws", 64, 64, 4, 3, 128),
+                 ("ws", 128, 64, 4, 3, 128), ("ws", 128, 128, 8, 3, None)],
+}  # fmt: skip
+# The Triton kernel's pick at 4096-16384 (attention_d64: the register-capped tile).
+TRITON = {**{key: cfgs[0] for key, cfgs in CONFIGS.items()}, (64, False): (128, 128, 8, 3, 128)}
+CONFIGS_GLUON = {key: [TRITON[key], *cfgs]
+                 for key, cfgs in GLUON.items()}  # fmt: skip
+
+
+def gluon_descriptors(q, k, v, o, block_m: int, block_n: int) -> tuple:
+    """Gluon host descriptors: each tensor seen as [Z * H * N_CTX, HEAD_DIM], with the
+    default NVMMA shared layout of its block."""
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    d = q.shape[-1]
+    dtype = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}[q.dtype]
+
+    def flat(t, rows):
+        t2 = t.reshape(-1, d)
+        layout = gl.NVMMASharedLayout.get_default_for([rows, d], dtype)
+        return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [rows, d], layout)
+
+    return flat(q, block_m), flat(k, block_n), flat(v, block_n), flat(o, block_m)
+
+
+def runner(cfg: tuple, q, k, v, o, causal: bool):
+    if not isinstance(cfg[0], str):
+        return _runner(cfg, q, k, v, o, causal)
+    kind, bm, bn, warps, stages, cap = cfg
+    z, h, n, d = q.shape
+    descs = gluon_descriptors(q, k, v, o, bm, bn)
+    grid = (n // bm, z * h)
+    options = {"num_warps": warps, **({"maxnreg": cap} if cap else {})}
+    return functools.partial(attn_fwd_fa3[grid], *descs, d**-0.5, z, h, n, HEAD_DIM=d,
+                             BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, CAUSAL=causal,
+                             WARP_SPECIALIZE=kind == "ws", **options)  # fmt: skip
+
+
+def label(cfg: tuple) -> str:
+    if not isinstance(cfg[0], str):
+        return "triton-" + _label(cfg)
+    kind, bm, bn, warps, stages, cap = cfg
+    return f"gluon-{kind}-{bm}x{bn}-w{warps}-s{stages}" + (f"-cap{cap}" if cap else "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--lengths", default="1024,4096,16384")
+    ap.add_argument("--dims", default="128,64")
+    ap.add_argument("--dtypes", default="fp16")
+    ap.add_argument("--causal", default="0,1")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    results = [probe(d, causal, n, args.rounds, dtype, CONFIGS_GLUON, runner, label)
+               for dtype in args.dtypes.split(",")
+               for d in (int(x) for x in args.dims.split(","))
+               for causal in (bool(int(c)) for c in args.causal.split(","))
+               for n in (int(x) for x in args.lengths.split(","))]  # fmt: skip
+    print("\nsummary: cuDNN (or the best SDPA) / x")
+    print(f"{'dtype':<5} {'d':>4} {'causal':<6} {'N':>6} {'triton':>7} {'gluon':>7}  gluon's best")
+    for r in results:
+        best = {kind: min((x for x in r["rows"] if x["cfg"].startswith(kind)),
+                          key=lambda x: x["us"], default=None)
+                for kind in ("triton", "gluon")}  # fmt: skip
+        ratio = {k: (f"{r['ref_us'] / b['us']:.3f}" if b else "-") for k, b in best.items()}
+        print(f"{r['dtype']:<5} {r['d']:>4} {r['causal']!s:<6} {r['N']:>6} {ratio['triton']:>7} "
+              f"{ratio['gluon']:>7}  {best['gluon']['cfg'] if best['gluon'] else '-'}")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
