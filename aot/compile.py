@@ -23,7 +23,7 @@ from loader.manifest import TRITON_SCRATCH_ARGS, DescriptorSpec
 
 from .cache import CompileCache, key_of
 from .config import Constexpr, triton_value
-from .descriptors import descriptor_record, descriptor_specs
+from .descriptors import descriptor_record, descriptor_specs, gluon_signature
 from .errors import BuildError
 from .kernel_env import fixed_for
 from .plan import Instance, Plan, Variant
@@ -144,10 +144,12 @@ def run_job(job: Job) -> dict[str, Any]:
         import triton
         from triton.backends.compiler import GPUTarget
         from triton.compiler import ASTSource
+        from triton.experimental.gluon._runtime import GluonASTSource
 
         from .kernelfile import jit_function
 
         fn = jit_function(Path(job.source), job.function)
+        gluon = fn.is_gluon()  # a Gluon kernel: its descriptor types name their layouts
         target = GPUTarget("cuda", job.sm, 32)
         backend = triton.compiler.make_backend(target)
         launch: dict[str, Any] = {"num_warps": job.num_warps, "num_stages": job.num_stages}
@@ -156,21 +158,17 @@ def run_job(job: Job) -> dict[str, Any]:
         if job.maxnreg is not None:
             launch["maxnreg"] = job.maxnreg
         options = backend.parse_options(launch)
-        src = ASTSource(fn=fn, signature=dict(job.signature),
-                        constexprs={k: triton_value(v) for k, v in job.constexprs},
-                        attrs={(i,): [["tt.divisibility", 16]] for i in job.divisible})  # fmt: skip
+        src = (GluonASTSource if gluon else ASTSource)(
+            fn=fn, signature=gluon_signature(job.signature) if gluon else dict(job.signature),
+            constexprs={k: triton_value(v) for k, v in job.constexprs},
+            attrs={(i,): [["tt.divisibility", 16]] for i in job.divisible})  # fmt: skip
         compiled = triton.compile(src, target=target, options=options.__dict__)
         md = compiled.metadata
-        unsupported = [
-            what
-            for what, bad in (
-                ("profile scratch memory", getattr(md, "profile_scratch_size", 0) > 0),
-                ("thread-block clusters", getattr(md, "num_ctas", 1) != 1),
-                ("cooperative launch", bool(getattr(md, "launch_cooperative_grid", False))),
-                ("programmatic dependent launch", bool(getattr(md, "launch_pdl", False))),
-            )
-            if bad
-        ]
+        needs = {"profile scratch memory": getattr(md, "profile_scratch_size", 0) > 0,
+                 "thread-block clusters": getattr(md, "num_ctas", 1) != 1,
+                 "cooperative launch": bool(getattr(md, "launch_cooperative_grid", 0)),
+                 "programmatic dependent launch": bool(getattr(md, "launch_pdl", 0))}  # fmt: skip
+        unsupported = [what for what, bad in needs.items() if bad]
         if unsupported:
             return {"ok": False, "reason": f"needs {', '.join(unsupported)} (not supported in v1)"}
         cubin: bytes = compiled.asm["cubin"]

@@ -6,6 +6,11 @@ to a TMA tensor map and with which box, swizzle and element type, and how much g
 scratch memory each program needs. ``descriptor_record`` keeps that in the compile cache's
 record; ``descriptor_specs`` turns the record into the manifest's ``DescriptorSpec``s,
 which the loader encodes from at every call (loader/descriptors.py).
+
+A Gluon kernel's descriptor type also names the shared-memory layout its blocks land in
+(``tensordesc<T[block],NVMMASharedLayout(...)>``): ``gluon_signature`` gives each the
+default NVMMA layout of its block, the one ``NVMMASharedLayout.get_default_for`` gives the
+kernel's author on the host. Its swizzle reaches the metadata like any other.
 """
 
 from __future__ import annotations
@@ -19,6 +24,22 @@ Signature = tuple[tuple[str, str], ...]  # (parameter, Triton type), as a compil
 # Triton's device-side TMA element types differ from the driver's CUtensorMapDataType in
 # three places (triton/backends/nvidia/driver.py, TMA_DTYPE_DEVICE_TO_HOST).
 _TMA_HOST_TYPE = {8: 10, 9: 8, 10: 9}
+
+
+def gluon_signature(signature: Signature) -> dict[str, str]:
+    """``signature`` as a Gluon kernel is compiled: each descriptor type with the default
+    NVMMA shared layout of its block and element type."""
+    from triton.experimental.gluon import language as gl
+
+    out = {}
+    for name, ty in signature:
+        if ty.startswith("tensordesc<"):
+            dtype, block = ty[len("tensordesc<") : -len("]>")].split("[")
+            shape = [int(b) for b in block.split(",")]
+            layout = gl.NVMMASharedLayout.get_default_for(shape, gl.dtype(dtype))
+            ty = f"tensordesc<{dtype}[{block}],{layout!r}>"
+        out[name] = ty
+    return out
 
 
 def descriptor_record(signature: Signature, md: Any) -> dict[str, Any]:

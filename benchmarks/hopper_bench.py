@@ -4,7 +4,8 @@
   matmul, whichever the build measured faster; each tuned per bucket) against cuBLAS
   (``torch.mm`` into a preallocated output), fp16 and bf16, N = K = 4096; the persistent
   kernel alone beside it;
-- attention forward: the bundle's kernels against PyTorch's best
+- attention forward: the bundle's ``attention_fwd_*`` ops (per bucket, the Triton or the
+  Gluon kernel, whichever the build measured faster) against PyTorch's best
   ``scaled_dot_product_attention`` backend at each shape (flash, cuDNN and efficient are
   each timed; the fastest counts), fp16, head dim 64 and 128, causal and not;
 - host cost per call: a descriptor kernel's call against a plain-pointer kernel's call
@@ -120,7 +121,7 @@ def attention_rows(bundle: Any, lengths: list[int], heads: int) -> list[dict[str
     rows = []
     for d in (64, 128):
         for causal in (False, True):
-            kernel = bundle[f"attention_d{d}" + ("_causal" if causal else "")]
+            kernel = bundle[f"attention_fwd_d{d}" + ("_causal" if causal else "")]
             for n in lengths:
                 z = max(1, 16384 // n) if n < 16384 else 1
                 q, k, v = (torch.randn(z, heads, n, d, device="cuda", dtype=torch.float16)
@@ -130,13 +131,15 @@ def attention_rows(bundle: Any, lengths: list[int], heads: int) -> list[dict[str
                 sdpa = functools.partial(torch.nn.functional.scaled_dot_product_attention,
                                          q, k, v, is_causal=causal)  # fmt: skip
                 backends = sdpa_backends(q, k, v, causal)
-                fns = {"ours": functools.partial(kernel, *flat, d**-0.5, z, heads, n)}
+                call = (*flat, d**-0.5, z, heads, n)
+                fns = {"ours": functools.partial(kernel, *call)}
                 times = interleaved({**fns, **dict.fromkeys(backends, sdpa)}, 3, backends)
                 ours = statistics.median(times.pop("ours"))
                 ref, backend = min((statistics.median(t), name) for name, t in times.items())
                 flops = 4 * z * heads * n * n * d / (2 if causal else 1)
                 rows.append({"d": d, "causal": causal, "Z": z, "H": heads, "N": n,
-                             "ours_us": ours, "sdpa_us": ref, "backend": backend,
+                             "kernel": kernel.route(*call)[0].name, "ours_us": ours,
+                             "sdpa_us": ref, "backend": backend,
                              "ratio": ref / ours, "tflops": flops / ours / 1e6})  # fmt: skip
                 print(f"[hopper_bench] attention {rows[-1]}", file=sys.stderr, flush=True)
     return rows
@@ -226,7 +229,7 @@ def main() -> None:
     for r in out.get("attention", []):
         print(f"attention d={r['d']:3} causal={r['causal']!s:5} {r['Z']}x{r['H']}x{r['N']:<6} "
               f"ours {r['ours_us']:8.1f} us  SDPA {r['sdpa_us']:8.1f} us ({r['backend']})  "
-              f"{r['ratio']:.2f}x  ({r['tflops']:.0f} TFLOP/s)")  # fmt: skip
+              f"{r['ratio']:.2f}x  ({r['tflops']:.0f} TFLOP/s)  {r['kernel']}")  # fmt: skip
     for r in out.get("host", []):
         print(f"host {r['kernel']:36} call {r['call_us']:.2f} us  lookup "
               f"{r['lookup_us']:.2f}  pack+grid {r['pack_grid_us']:.2f}  launch "

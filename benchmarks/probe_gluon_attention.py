@@ -1,7 +1,8 @@
 """Probe: does a Gluon attention forward that overlaps its softmax with its own tensor-core
-work (benchmarks/gluon_attention.py: FlashAttention-3's intra-warpgroup pipelining, with or
-without a warp that issues the loads) reach cuDNN on the H200, where the Triton kernel
-(recipes/hopper/attention.py) reads 0.79-0.97x at head dim 128 (issue 21)?
+work (recipes/hopper/attention_gluon.py: FlashAttention-3's intra-warpgroup pipelining, in
+one partition with or without a warp that issues the loads, or in two) reach cuDNN on the
+H200, where the Triton kernel (recipes/hopper/attention.py) reads 0.79-0.97x at head dim
+128 (issue 21)?
 
 Times, through Triton's JIT and interleaved, the Gluon kernel at a few configs beside the
 Triton kernel's bundle picks at 4096-16384 and PyTorch's SDPA backends, fp16, Z * N = 16384
@@ -25,22 +26,30 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gluon_attention import attn_fwd_fa3
 from benchmarks.probe_attention_regs import CONFIGS, _label, _runner, probe
+from benchmarks.probe_splitk import hopper_module
+
+KERNELS = hopper_module("attention_gluon")
 
 # (head dim, causal) -> Gluon configs (KERNEL, BLOCK_M, BLOCK_N, num_warps, STAGES, maxnreg),
 # after the Triton kernel's pick. KERNEL "fa3": every warp computes and loads; "ws"
-# (WARP_SPECIALIZE): one more warp loads. BLOCK_M is a multiple of 16 rows a
-# warp. A cap of 128 registers fits two CTAs of 4 (+1) warps on an SM.
+# (WARP_SPECIALIZE): one more warp loads; "two" (recipes/hopper/attention_gluon.py's
+# attn_fwd_ws2): two warp groups of 4 warps in partitions of their own, BLOCK_M / 2 rows
+# each, and the load warp.
+# BLOCK_M is a multiple of 16 rows a warp. A cap of 128 registers fits two CTAs of 4 (+1)
+# warps on an SM.
 GLUON = {
     (128, False): [("fa3", 128, 128, 8, 2, None), ("fa3", 64, 64, 4, 3, None),
                    ("ws", 64, 64, 4, 2, 128), ("ws", 64, 64, 4, 3, 128),
-                   ("ws", 128, 128, 8, 2, None), ("ws", 128, 64, 8, 3, None)],
+                   ("ws", 128, 128, 8, 2, None), ("ws", 128, 64, 8, 3, None),
+                   ("two", 128, 128, 4, 2, None), ("two", 128, 64, 4, 3, None),
+                   ("two", 128, 64, 4, 4, None)],
     (128, True): [("fa3", 64, 64, 4, 3, None), ("ws", 64, 64, 4, 3, 128),
                   ("ws", 128, 128, 8, 2, None), ("ws", 128, 64, 8, 3, None)],
     (64, False): [("fa3", 128, 64, 8, 4, None), ("ws", 64, 128, 4, 3, 128),
                   ("ws", 64, 64, 4, 3, 128), ("ws", 128, 64, 4, 3, 128),
-                  ("ws", 128, 128, 8, 3, None)],
+                  ("ws", 128, 128, 8, 3, None), ("two", 128, 128, 4, 3, None),
+                  ("two", 128, 64, 4, 4, None)],
     (64, True): [("fa3", 64, 64, 4, 3, None), ("ws", 64, 64, 4, 3, 128),
                  ("ws", 128, 64, 4, 3, 128), ("ws", 128, 128, 8, 3, None)],
 }  # fmt: skip
@@ -72,10 +81,15 @@ def runner(cfg: tuple, q, k, v, o, causal: bool):
         return _runner(cfg, q, k, v, o, causal)
     kind, bm, bn, warps, stages, cap = cfg
     z, h, n, d = q.shape
-    descs = gluon_descriptors(q, k, v, o, bm, bn)
     grid = (n // bm, z * h)
+    if kind == "two":
+        descs = gluon_descriptors(q, k, v, o, bm // 2, bn)
+        return functools.partial(KERNELS.attn_fwd_ws2[grid], *descs, d**-0.5, z, h, n,
+                                 HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
+                                 CAUSAL=causal, num_warps=warps)  # fmt: skip
+    descs = gluon_descriptors(q, k, v, o, bm, bn)
     options = {"num_warps": warps, **({"maxnreg": cap} if cap else {})}
-    return functools.partial(attn_fwd_fa3[grid], *descs, d**-0.5, z, h, n, HEAD_DIM=d,
+    return functools.partial(KERNELS.attn_fwd_fa3[grid], *descs, d**-0.5, z, h, n, HEAD_DIM=d,
                              BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, CAUSAL=causal,
                              WARP_SPECIALIZE=kind == "ws", **options)  # fmt: skip
 

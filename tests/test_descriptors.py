@@ -398,7 +398,8 @@ def test_the_hopper_recipe_builds_without_a_gpu(tmp_path: Path) -> None:
     with BundleFile(out) as bf:
         m = Manifest.from_json(bf.manifest)
     by_name = {k.name: k for k in m.kernels}
-    attention = {f"attention_d{d}{c}" for d in (64, 128) for c in ("", "_causal")}
+    attention = {f"attention_d{d}{c}{g}" for d in (64, 128) for c in ("", "_causal")
+                 for g in ("", "_gluon")}  # fmt: skip
     assert set(by_name) == {"matmul_tma", "matmul_tma_splitk", "matmul_tma_device", *attention}
     for k in by_name.values():
         for inst in k.instances:
@@ -406,3 +407,60 @@ def test_the_hopper_recipe_builds_without_a_gpu(tmp_path: Path) -> None:
                 assert len(v.descriptors) == len(k.descriptors)
                 assert all(d.tma for d in v.descriptors)
                 assert (v.global_scratch > 0) == (k.name == "matmul_tma_device")
+
+
+GLUON_RECIPE = """
+format = 1
+[bundle]
+name = "gluon"
+version = "0.1.0"
+targets = ["sm_90"]
+
+[[kernel]]
+name = "attention"
+source = "hopper/attention_gluon.py:attn_fwd_ws2"
+grid = ["cdiv(N_CTX, BLOCK_M)", "Z * H"]
+dtypes = { T = ["fp16"] }
+buckets = { N_CTX = [1024] }
+sizes = { Z = 1, H = 2 }
+fixed = { HEAD_DIM = 128, CAUSAL = false, BLOCK_M = 128, BLOCK_N = 128, STAGES = 2 }
+specializations = []
+[kernel.signature]
+q_desc = "*T"
+k_desc = "*T"
+v_desc = "*T"
+o_desc = "*T"
+sm_scale = "fp32"
+Z = "i32"
+H = "i32"
+N_CTX = "i32"
+[kernel.descriptors]
+q_desc = ["BLOCK_M // 2", "HEAD_DIM"]
+k_desc = ["BLOCK_N", "HEAD_DIM"]
+v_desc = ["BLOCK_N", "HEAD_DIM"]
+o_desc = ["BLOCK_M // 2", "HEAD_DIM"]
+[kernel.space]
+num_warps = [4]
+"""
+
+
+def test_a_gluon_kernel_builds_and_launches_with_its_layouts(fake: FakeLib, tmp_path: Path) -> None:
+    # recipes/hopper/attention_gluon.py is a Gluon kernel: compiled with GluonASTSource,
+    # its descriptor types naming the default NVMMA layout of their blocks (128-byte
+    # swizzle for 128 fp16 columns, copied as two 64-column boxes), in three partitions
+    # (4 + 4 computing warps and a load warp: 12 warps launched).
+    shutil.copytree(HOPPER, tmp_path / "hopper")
+    (tmp_path / "g.toml").write_text(GLUON_RECIPE)
+    build(tmp_path / "g.toml", tmp_path / "g.aotc", env_for(tmp_path / "cache"), tmp_path)
+    kernel = loader.open(tmp_path / "g.aotc")["attention"]
+    rows = 2 * 1024
+    q, k, v, o = (Tensor(0x1000000 * (i + 1), (rows, 128)) for i in range(4))
+    args = [q, k, v, o, 128**-0.5, 1, 2, 1024]
+    variant = kernel.variant_for(*args)
+    assert variant.num_warps == 12
+    assert [d.block for d in variant.descriptors] == [(64, 64), (128, 64), (128, 64), (64, 64)]
+    assert all(d.tma and d.swizzle == 3 and d.elem_size == 2 for d in variant.descriptors)
+    kernel(*args)
+    launch = fake.launches[-1]
+    assert launch.grid == (8, 2, 1) and launch.block == 12 * 32
+    assert [m[2] for m in fake.tensor_maps] == [0x1000000, 0x2000000, 0x3000000, 0x4000000]

@@ -1,6 +1,7 @@
 """Hopper kernels on an H100/H200 (issue 21): recipes/hopper.toml's TMA matmuls (host and
 in-kernel descriptors, split-K with its workspace, the op over split-K and persistent) and
-attention forward (causal and not, head dims 64 and 128), fp16 and bf16, through the
+attention forward (causal and not, head dims 64 and 128; the Triton kernel, the Gluon one
+and the op over both), fp16 and bf16, through the
 loader: at buckets and between them, against float64 references, with outputs poisoned
 first; tensors TMA cannot read are refused before any launch.
 
@@ -220,9 +221,12 @@ def _attention(q: Any, k: Any, v: Any, z: int, h: int, n: int, causal: bool, sca
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n", [512, 768, 1024, 4096])
+@pytest.mark.parametrize("form", ["triton", "gluon", "op"])
 def test_attention_with_host_descriptors(
-    hopper: Any, dtype: str, causal: bool, d: int, n: int
+    hopper: Any, dtype: str, causal: bool, d: int, n: int, form: str
 ) -> None:
+    # form: the Triton kernel, the Gluon one (hopper/attention_gluon.py), or the op that
+    # routes each bucket to the faster of the two
     import torch
 
     z, h = 2, 8
@@ -230,6 +234,7 @@ def test_attention_with_host_descriptors(
     o = torch.full_like(q, float("nan"))
     scale = d**-0.5
     name = f"attention_d{d}" + ("_causal" if causal else "")
+    name = {"triton": name, "gluon": f"{name}_gluon", "op": name.replace("_d", "_fwd_d")}[form]
     hopper[name](q, k, v, o, scale, z, h, n)
     torch.cuda.synchronize()
     assert _check(o, _attention(q, k, v, z, h, n, causal, scale)) < TOL
@@ -243,8 +248,9 @@ def test_attention_refuses_a_length_its_blocks_do_not_divide(hopper: Any) -> Non
     z, h, n, d = 1, 2, 520, 64
     q, k, v = (torch.randn(z * h * n, d, device="cuda", dtype=torch.float16) for _ in range(3))
     o = torch.zeros_like(q)
-    with pytest.raises(loader.ArgumentError, match="N_CTX"):
-        hopper["attention_d64"](q, k, v, o, 0.125, z, h, n)
+    for name in ("attention_d64", "attention_d64_gluon", "attention_fwd_d64"):
+        with pytest.raises(loader.ArgumentError, match="N_CTX"):
+            hopper[name](q, k, v, o, 0.125, z, h, n)
 
 
 @pytest.fixture(scope="module")
