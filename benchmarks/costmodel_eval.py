@@ -45,7 +45,9 @@ TRAINING = ROOT / "benchmarks" / "training"  # the dense training kernels' recip
 # from before a source change resolve to no recipe and are dropped as stale
 HOPPER = ("hopper.tunedb.jsonl.gz", "splitk/splitk.tunedb.jsonl.gz",
           "stages/stages.tunedb.jsonl.gz", "epilogue-split/epilogue.tunedb.jsonl.gz",
-          "attention-cap/attention-cap.tunedb.jsonl.gz")  # fmt: skip
+          "attention-cap/attention-cap.tunedb.jsonl.gz",
+          "attention-gluon/attention-gluon.tunedb.jsonl.gz",
+          "attention-gluon-persistent/attention-gluon-persistent.tunedb.jsonl.gz")  # fmt: skip
 
 
 def databases(data: Path) -> list[Path]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 import random
 import shutil
 import sys
@@ -87,14 +88,28 @@ def test_relative_features_compare_a_config_with_its_bucket() -> None:
     def row(tile: float, warps: float) -> dict[str, float]:
         r = {n: 0.0 for n in NAMES}
         r.update(log2_tile=tile, log2_block=tile, log2_warps=warps, occupancy=0.5,
-                 _coverage=2.0 ** tile, _heuristic=tile)  # fmt: skip
+                 _coverage=2.0 ** tile, _traffic=2.0 ** tile, _heuristic=tile)  # fmt: skip
         return r
 
     small, large = relative([row(7.0, 2.0), row(10.0, 3.0)])
     i = NAMES.index
     assert large[i("tile_rel")] == 0.0 and small[i("tile_rel")] == -3.0
     assert small[i("warps_rel")] == -1.0 and small[i("coverage_rel")] == 0.0
+    assert large[i("traffic_rel")] == 3.0 and small[i("traffic_rel")] == 0.0
     assert len(small) == len(NAMES)
+
+
+def test_work_in_flight_counts_the_programs_one_wave_keeps_per_sm() -> None:
+    # a grid smaller than the GPU keeps few warps per SM whatever its occupancy could be:
+    # 128 programs of 8 warps hold fewer warps and elements in flight than 1024 of 4
+    from aot.costmodel.features import in_flight
+
+    h200 = resolve("H200")
+    few_warps, few_elems = in_flight(h200, 128, 5, 8, 4096)
+    many_warps, many_elems = in_flight(h200, 1024, 10, 4, 4096)
+    assert few_warps < math.log2(8) and many_warps > few_warps + 1.9
+    assert many_elems - few_elems == pytest.approx(math.log2(1024 / 128))
+    assert in_flight(h200, 10**6, 2, 4, 1024) == (3.0, 11.0)  # residency bounds a full grid
 
 
 SOFTMAX = """

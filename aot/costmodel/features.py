@@ -27,7 +27,7 @@ from ..targets import GPU
 NAN = float("nan")
 
 FEATURES: tuple[tuple[str, str], ...] = (
-    ("log2_warps", "log2 of num_warps"),
+    ("log2_warps", "log2 of the warps a block launches (num_warps, or more if specialised)"),
     ("stages", "num_stages"),
     ("log2_tile", "log2 of the output tile: the product of the meta-parameters the grid reads"),
     ("log2_block", "log2 of the product of every integer meta-parameter named *BLOCK*"),
@@ -61,6 +61,11 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("occupancy_rel", "occupancy over the bucket's largest"),
     ("waves_rel", "log2_waves minus the bucket's smallest"),
     ("regs_rel", "regs_frac minus the bucket's smallest"),
+    ("log2_active_warps", "log2 of the warps the first wave keeps per SM: achieved occupancy"),
+    ("log2_in_flight", "log2 of the block elements the first wave keeps per SM (Little's law)"),
+    ("traffic_rel", "log2 of tiles × the tile's side sum over the bucket's least: input panels"),
+    ("active_warps_rel", "log2_active_warps minus the bucket's largest"),
+    ("in_flight_rel", "log2_in_flight minus the bucket's largest"),
 )
 NAMES = tuple(n for n, _ in FEATURES)
 
@@ -72,6 +77,7 @@ class Facts:
     regs: int  # per thread
     shared: int  # bytes per block
     local: int  # bytes of local memory per thread (the stack frame)
+    warps: int = 0  # the warps a block launches; 0: the config's (warp specialisation adds)
 
     @property
     def spills(self) -> bool:
@@ -124,6 +130,16 @@ def work_units(grid: Sequence[Expr], env: Mapping[str, Any], programs: int) -> i
     return units if programs <= units < _UNBOUNDED_SMS else programs
 
 
+def in_flight(
+    gpu: GPU, programs: int, resident: int, warps: int, block: int
+) -> tuple[float, float]:
+    """log2 of the warps and of the block elements one wave keeps resident per SM, averaged
+    over the SMs: a grid smaller than the GPU leaves SMs idle, and a memory-bound loop
+    needs many bytes in flight, whatever the occupancy a full grid would reach."""
+    per_sm = min(programs / gpu.sms, float(resident))
+    return _log2(per_sm * warps), _log2(per_sm * block)
+
+
 def _problem(inst: Instance, env: Mapping[str, Any]) -> tuple[float, float]:
     t = inst.kernel.tune
     flops = float(t.flops.evaluate(env)) if t.flops is not None else NAN
@@ -148,12 +164,14 @@ def raw(
         programs, units, heur, flops, nbytes = 0, 0, NAN, NAN, NAN
     tile = _tile(config, kr.grid)
     work = math.prod(tile) if tile else 1
-    threads = config.num_warps * 32
+    warps = facts.warps or config.num_warps
+    threads = warps * 32
     resident = blocks_per_sm(gpu, threads, facts)
     waves = units / (gpu.sms * resident) if resident and units else NAN
     ridge = gpu.tflops_16 * 1e12 / (gpu.gbps * 1e9)
+    warps_sm, elems_sm = in_flight(gpu, programs, resident, warps, _block(config, tile))
     return {
-        "log2_warps": math.log2(config.num_warps),
+        "log2_warps": math.log2(warps),
         "stages": float(config.num_stages),
         "log2_tile": math.log2(work),
         "log2_block": math.log2(_block(config, tile)),
@@ -165,7 +183,7 @@ def raw(
         "spills": float(facts.spills),
         "shared_frac": facts.shared / gpu.smem_per_sm,
         "blocks_per_sm": float(resident),
-        "occupancy": resident * config.num_warps / (gpu.max_threads_per_sm / 32),
+        "occupancy": resident * warps / (gpu.max_threads_per_sm / 32),
         "log2_programs": _log2(programs),
         "sm_fill": min(1.0, programs / gpu.sms),
         "log2_waves": _log2(waves),
@@ -178,7 +196,10 @@ def raw(
         "log2_sms": math.log2(gpu.sms),
         "log2_peak_tflops": math.log2(gpu.tflops_16),
         "log2_peak_gbps": math.log2(gpu.gbps),
+        "log2_active_warps": warps_sm,
+        "log2_in_flight": elems_sm,
         "_coverage": float(units * work),  # for relative(); not a model column
+        "_traffic": float(units * (sum(tile) if tile else 1)),
         "_heuristic": heur,
     }
 
@@ -195,9 +216,13 @@ def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
         vals = _finite([r[key] for r in rows])
         return float(pick(vals)) if vals else NAN
 
-    cov = best("_coverage", lambda v: min(x for x in v if x > 0) if any(x > 0 for x in v) else 0)
+    def least(key: str) -> float:
+        return best(key, lambda v: min(x for x in v if x > 0) if any(x > 0 for x in v) else 0)
+
+    cov, traffic = least("_coverage"), least("_traffic")
     top = {k: best(k, max) for k in ("log2_tile", "log2_block", "log2_warps", "stages",
-                                     "occupancy")}  # fmt: skip
+                                     "occupancy", "log2_active_warps",
+                                     "log2_in_flight")}  # fmt: skip
     low = {k: best(k, min) for k in ("log2_waves", "regs_frac", "_heuristic")}
     out = []
     for r in rows:
@@ -212,6 +237,10 @@ def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
             "occupancy_rel": r["occupancy"] / top["occupancy"] if top["occupancy"] else NAN,
             "waves_rel": r["log2_waves"] - low["log2_waves"],
             "regs_rel": r["regs_frac"] - low["regs_frac"],
+            "traffic_rel": _log2(r["_traffic"] / traffic) if traffic and traffic == traffic
+            else NAN,
+            "active_warps_rel": r["log2_active_warps"] - top["log2_active_warps"],
+            "in_flight_rel": r["log2_in_flight"] - top["log2_in_flight"],
         }  # fmt: skip
         full = {**r, **rel}
         out.append([float(full[n]) for n in NAMES])

@@ -41,8 +41,8 @@ PARAMS: dict[str, Any] = {
     "objective": "lambdarank",
     "learning_rate": 0.05,
     "num_leaves": 15,
-    # leaves of at least 50 rows (a few buckets' worth): fewer splits on one kernel's quirks
-    "min_data_in_leaf": 50,
+    # leaves of at least 100 rows (several buckets' worth): fewer splits on one kernel's quirks
+    "min_data_in_leaf": 100,
     "feature_fraction": 0.8,
     "bagging_fraction": 0.8,
     "bagging_freq": 1,

@@ -76,7 +76,8 @@ def generic_for(inst: Instance, config: Config, bucket: tuple[int, ...]) -> Vari
 def facts_of(c: Compiled) -> Facts | None:
     if not c.ok:
         return None
-    return Facts(regs=c.regs, shared=c.shared, local=local_bytes(c.cubin, c.function))
+    return Facts(regs=c.regs, shared=c.shared, local=local_bytes(c.cubin, c.function),
+                 warps=c.num_warps)  # fmt: skip
 
 
 def compiled_for(
