@@ -640,3 +640,27 @@ def test_a_build_uses_a_model_its_user_trained_and_refuses_one_it_cannot_use(
     assert not other.exists()
     assert from_environ({"AOTC_COST_MODEL": str(model)}).cost_model == model
     assert from_environ({}).cost_model is None
+
+
+def test_a_rows_warps_are_those_its_block_launches(tmp_path: Path) -> None:
+    """A warp-specialised variant runs more warps than its config asked for (12 for 4 on
+    sm_90, recorded as the compiled kernel's): its warp features and its residency count
+    those, or a 12-warp block would look as light as a 4-warp one."""
+    from dataclasses import replace
+
+    from aot.costmodel.table import compile_for, facts_of, rows, variant_for
+
+    plan, inst, bucket, configs = _softmax_plan(tmp_path, SPECIALIZED)
+    fine = configs[(1024, 4)]
+    v = variant_for(inst, fine, bucket)
+    compiled = compile_for(plan, [(inst, fine, bucket)], env_for(tmp_path / "cache"))
+    asked = compiled[v]
+    launched = replace(asked, num_warps=12)
+    assert (f := facts_of(launched)) is not None and f.warps == 12
+    i = NAMES.index
+    (as_asked,) = rows(inst, bucket, resolve("H200"), [fine], {v: asked}).matrix
+    (as_run,) = rows(inst, bucket, resolve("H200"), [fine], {v: launched}).matrix
+    assert as_asked[i("log2_warps")] == 2.0 and as_run[i("log2_warps")] == math.log2(12)
+    h200 = resolve("H200")
+    for row, warps in ((as_asked, 4), (as_run, 12)):  # residency for the threads launched
+        assert row[i("occupancy")] == blocks_per_sm(h200, warps * 32, f) * warps / 64
