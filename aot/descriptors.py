@@ -26,6 +26,13 @@ Signature = tuple[tuple[str, str], ...]  # (parameter, Triton type), as a compil
 _TMA_HOST_TYPE = {8: 10, 9: 8, 10: 9}
 
 
+def _described(ty: str) -> tuple[str, tuple[int, ...]]:
+    """``tensordesc<T[b0, b1, ...]>`` (as ``aot/compile.py`` ``job_for`` writes it) -> its
+    element type and block."""
+    dtype, block = ty[len("tensordesc<") : ty.index("]")].split("[")
+    return dtype, tuple(int(b) for b in block.split(","))
+
+
 def gluon_signature(signature: Signature) -> dict[str, str]:
     """``signature`` as a Gluon kernel is compiled: each descriptor type with the default
     NVMMA shared layout of its block and element type."""
@@ -34,10 +41,9 @@ def gluon_signature(signature: Signature) -> dict[str, str]:
     out = {}
     for name, ty in signature:
         if ty.startswith("tensordesc<"):
-            dtype, block = ty[len("tensordesc<") : -len("]>")].split("[")
-            shape = [int(b) for b in block.split(",")]
-            layout = gl.NVMMASharedLayout.get_default_for(shape, gl.dtype(dtype))
-            ty = f"tensordesc<{dtype}[{block}],{layout!r}>"
+            dtype, block = _described(ty)
+            layout = gl.NVMMASharedLayout.get_default_for(list(block), gl.dtype(dtype))
+            ty = f"{ty[:-1]},{layout!r}>"
         out[name] = ty
     return out
 
@@ -74,7 +80,7 @@ def descriptor_specs(signature: Signature, rec: dict[str, Any]) -> tuple[Descrip
     metas = rec.get("descriptors") or [None] * len(names)
     out = []
     for (name, ty), m in zip(names, metas, strict=True):
-        block = tuple(int(b) for b in ty[ty.index("[") + 1 : ty.index("]")].split(","))
+        _, block = _described(ty)
         if m is None:
             out.append(DescriptorSpec(name, block, tma=False))
             continue

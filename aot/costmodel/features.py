@@ -208,6 +208,11 @@ def _finite(xs: Sequence[float]) -> list[float]:
     return [x for x in xs if x == x and not math.isinf(x)]
 
 
+def _log2_over(x: float, base: float) -> float:
+    """log2 of ``x`` over the bucket's ``base``; NaN where there is no positive base."""
+    return _log2(x / base) if base and base == base else NAN
+
+
 def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
     """The bucket's candidates as model rows (in ``NAMES`` order): each raw row plus the
     features relative to the best of the bucket."""
@@ -227,9 +232,8 @@ def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
     out = []
     for r in rows:
         rel = {
-            "coverage_rel": _log2(r["_coverage"] / cov) if cov and cov == cov else NAN,
-            "heuristic_rel": _log2(r["_heuristic"] / low["_heuristic"])
-            if low["_heuristic"] and low["_heuristic"] == low["_heuristic"] else NAN,
+            "coverage_rel": _log2_over(r["_coverage"], cov),
+            "heuristic_rel": _log2_over(r["_heuristic"], low["_heuristic"]),
             "tile_rel": r["log2_tile"] - top["log2_tile"],
             "block_rel": r["log2_block"] - top["log2_block"],
             "warps_rel": r["log2_warps"] - top["log2_warps"],
@@ -237,8 +241,7 @@ def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
             "occupancy_rel": r["occupancy"] / top["occupancy"] if top["occupancy"] else NAN,
             "waves_rel": r["log2_waves"] - low["log2_waves"],
             "regs_rel": r["regs_frac"] - low["regs_frac"],
-            "traffic_rel": _log2(r["_traffic"] / traffic) if traffic and traffic == traffic
-            else NAN,
+            "traffic_rel": _log2_over(r["_traffic"], traffic),
             "active_warps_rel": r["log2_active_warps"] - top["log2_active_warps"],
             "in_flight_rel": r["log2_in_flight"] - top["log2_in_flight"],
         }  # fmt: skip
