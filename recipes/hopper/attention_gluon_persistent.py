@@ -2,14 +2,19 @@
 
 attn_fwd_ws2 pays, per CTA, the wait for its first Q and K blocks and its last product
 and store: at N_CTX <= 2048 a CTA walks only 4-16 key blocks, and that is a large part of
-its time. attn_fwd_ws2p launches min(NUM_SMS, tiles) CTAs; each walks tiles pid,
+its time. attn_fwd_ws2p launches at most NUM_SMS CTAs; each walks units of work pid,
 pid + NUM_SMS, ... with the same partitions, and its load warp loads the next tile's Q
 (once both warp groups' last QK product of this tile has read theirs) and key blocks
 while the warp groups finish this one. The K/V ring runs on across tiles (a running
 block count gives each slot's phase); O goes out through buffers of its own.
 
+A unit is one query block, or under CAUSAL two of one head's, p and n_m - 1 - p: every
+pair walks n_m + 1 blocks' worth of keys, so CTAs that stride the units finish together.
+Units go head by head, so one wave of CTAs reads a few heads' keys, which stay in L2.
+
 Arguments, descriptors and limits as attention_gluon.py's ``attn_fwd_ws2``, whose loop
-helpers this file shares; the grid is ``min(NUM_SMS, cdiv(N_CTX, BLOCK_M) * Z * H)``.
+helpers this file shares; the grid is ``min(NUM_SMS, units)``: ``cdiv(N_CTX, BLOCK_M) * Z
+* H`` units, or causal ``cdiv(cdiv(N_CTX, BLOCK_M), 2) * Z * H``.
 """
 
 from attention_gluon import _LOG2E, _buffers, _softmax
@@ -25,49 +30,67 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 
 @gluon.jit
-def _tile(t, n_m, heads, N_CTX, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-          CAUSAL: gl.constexpr):  # fmt: skip
-    # Tile t -> its head's first row in the flat view, its query block and key blocks.
-    # Causal tiles go longest first; the others head by head.
+def _unit(u, n_m, N_CTX, CAUSAL: gl.constexpr):
+    # Unit u -> its head's first row in the flat view, its first query block, the step to
+    # its second and how many it takes. Units go head by head, so the CTAs of one wave share
+    # a few heads' keys in L2. A causal unit pairs query blocks p and n_m - 1 - p, whose key
+    # blocks sum to n_m + 1 whatever p is: units cost alike and the CTAs that stride them
+    # finish together (the middle block of an odd n_m is a unit alone).
     if CAUSAL:
-        start_m = n_m - 1 - t // heads
-        row0 = (t % heads) * N_CTX
-        n_blocks = (start_m + 1) * (BLOCK_M // BLOCK_N)
+        pairs = (n_m + 1) // 2
+        p = u % pairs
+        row0 = (u // pairs) * N_CTX
+        first = n_m - 1 - p
+        step = first - p
+        count = gl.minimum(step, 1) + 1
     else:
-        start_m = t % n_m
-        row0 = (t // n_m) * N_CTX
-        n_blocks = N_CTX // BLOCK_N
-    return row0, start_m, n_blocks
+        row0 = (u // n_m) * N_CTX
+        first = u % n_m
+        step = 0
+        count = 1
+    return row0, first, step, count
 
 
 @gluon.jit
-def _produce_tiles(q_desc, k_desc, v_desc, bufs, q1_smem, q_free, N_CTX, n_m, heads, tiles,
+def _key_blocks(start_m, N_CTX, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+                CAUSAL: gl.constexpr):  # fmt: skip
+    # The key blocks query block start_m attends to.
+    if CAUSAL:
+        return (start_m + 1) * (BLOCK_M // BLOCK_N)
+    else:
+        return N_CTX // BLOCK_N
+
+
+@gluon.jit
+def _produce_tiles(q_desc, k_desc, v_desc, bufs, q1_smem, q_free, N_CTX, n_m, units,
                    BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
                    CAUSAL: gl.constexpr):  # fmt: skip
     q_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_free, v_free = bufs
     half: gl.constexpr = q_desc.block_type.shape[0]
     c = 0  # key blocks loaded so far, across tiles: the ring position
     i = 0  # tiles so far
-    for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
-        row0, start_m, n_blocks = _tile(t, n_m, heads, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
-        q_row = row0 + start_m * BLOCK_M
-        mbarrier.wait(q_free, (i + 1) & 1, pred=i > 0)
-        mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem)
-        tma.async_copy_global_to_shared(q_desc, [q_row + half, 0], q_bar, q1_smem)
-        for j in range(n_blocks):
-            slot = c % STAGES
-            phase = ((c // STAGES) + 1) & 1
-            mbarrier.wait(k_free.index(slot), phase, pred=c >= STAGES)
-            mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [row0 + j * BLOCK_N, 0],
-                                            k_ready.index(slot), k_smem.index(slot))  # fmt: skip
-            mbarrier.wait(v_free.index(slot), phase, pred=c >= STAGES)
-            mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(v_desc, [row0 + j * BLOCK_N, 0],
-                                            v_ready.index(slot), v_smem.index(slot))  # fmt: skip
-            c += 1
-        i += 1  # noqa: SIM113 (no enumerate in a Gluon kernel)
+    for u in range(gl.program_id(0), units, gl.num_programs(0)):
+        row0, first, step, count = _unit(u, n_m, N_CTX, CAUSAL)
+        for k in range(count):
+            start_m = first - k * step
+            q_row = row0 + start_m * BLOCK_M
+            mbarrier.wait(q_free, (i + 1) & 1, pred=i > 0)
+            mbarrier.expect(q_bar, 2 * q_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(q_desc, [q_row, 0], q_bar, q_smem)
+            tma.async_copy_global_to_shared(q_desc, [q_row + half, 0], q_bar, q1_smem)
+            for j in range(_key_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)):
+                slot = c % STAGES
+                phase = ((c // STAGES) + 1) & 1
+                mbarrier.wait(k_free.index(slot), phase, pred=c >= STAGES)
+                mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(k_desc, [row0 + j * BLOCK_N, 0],
+                                                k_ready.index(slot), k_smem.index(slot))  # fmt: skip
+                mbarrier.wait(v_free.index(slot), phase, pred=c >= STAGES)
+                mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(v_desc, [row0 + j * BLOCK_N, 0],
+                                                v_ready.index(slot), v_smem.index(slot))  # fmt: skip
+                c += 1
+            i += 1
 
 
 @gluon.jit
@@ -131,7 +154,7 @@ def _attend_tile(bufs, q_free, i, c, n_blocks, diag_block, start_m, qk_scale,
 
 
 @gluon.jit
-def _consume_tiles(o_desc, o_smem, second, bufs, q_free, N_CTX, n_m, heads, tiles, qk_scale,
+def _consume_tiles(o_desc, o_smem, second, bufs, q_free, N_CTX, n_m, units, qk_scale,
                    HEAD_DIM: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                    STAGES: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     # One computing warp group (second: 0 or 1, its half of each tile's rows) over the
@@ -139,18 +162,22 @@ def _consume_tiles(o_desc, o_smem, second, bufs, q_free, N_CTX, n_m, heads, tile
     half: gl.constexpr = BLOCK_M // 2
     c = 0
     i = 0
-    for t in range(gl.program_id(0), tiles, gl.num_programs(0)):
-        row0, start_m, n_blocks = _tile(t, n_m, heads, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
-        acc, l_i = _attend_tile(bufs, q_free, i, c, n_blocks, start_m * (BLOCK_M // BLOCK_N),
-                                2 * start_m + second, qk_scale, HEAD_DIM, half, BLOCK_N,
-                                STAGES, CAUSAL)  # fmt: skip
-        tma.store_wait(0)  # the previous tile's O has left o_smem
-        o_smem.store((acc / gl.expand_dims(l_i, 1)).to(o_desc.dtype))
-        fence_async_shared()
-        tma.async_copy_shared_to_global(o_desc, [row0 + start_m * BLOCK_M + second * half, 0],
-                                        o_smem)  # fmt: skip
-        c += n_blocks
-        i += 1  # noqa: SIM113 (no enumerate in a Gluon kernel)
+    for u in range(gl.program_id(0), units, gl.num_programs(0)):
+        row0, first, step, count = _unit(u, n_m, N_CTX, CAUSAL)
+        for k in range(count):
+            start_m = first - k * step
+            n_blocks = _key_blocks(start_m, N_CTX, BLOCK_M, BLOCK_N, CAUSAL)
+            acc, l_i = _attend_tile(bufs, q_free, i, c, n_blocks,
+                                    start_m * (BLOCK_M // BLOCK_N), 2 * start_m + second,
+                                    qk_scale, HEAD_DIM, half, BLOCK_N, STAGES, CAUSAL)  # fmt: skip
+            tma.store_wait(0)  # the previous tile's O has left o_smem
+            o_smem.store((acc / gl.expand_dims(l_i, 1)).to(o_desc.dtype))
+            fence_async_shared()
+            tma.async_copy_shared_to_global(o_desc,
+                                            [row0 + start_m * BLOCK_M + second * half, 0],
+                                            o_smem)  # fmt: skip
+            c += n_blocks
+            i += 1
     tma.store_wait(0)
 
 
@@ -170,13 +197,15 @@ def attn_fwd_ws2p(
     STAGES: gl.constexpr,
     CAUSAL: gl.constexpr,
 ):
-    # attn_fwd_ws2, persistent: the grid is min(NUM_SMS, cdiv(N_CTX, BLOCK_M) * Z * H).
+    # attn_fwd_ws2, persistent: the grid is min(NUM_SMS, units) (the module's docstring).
     HALF: gl.constexpr = BLOCK_M // 2
     gl.static_assert(q_desc.block_type.shape[0] == HALF, "Q's block is BLOCK_M // 2 rows")
     gl.static_assert(not CAUSAL or BLOCK_M % BLOCK_N == 0, "causal needs BLOCK_M % BLOCK_N == 0")
     n_m = gl.cdiv(N_CTX, BLOCK_M)
-    heads = Z * H
-    tiles = n_m * heads
+    if CAUSAL:
+        units = (n_m + 1) // 2 * Z * H
+    else:
+        units = n_m * Z * H
     qk_scale = sm_scale * _LOG2E
     bufs = _buffers(q_desc, k_desc, v_desc, STAGES, 2)
     _, k_smem, v_smem, q_bar, k_ready, v_ready, k_free, v_free = bufs
@@ -187,12 +216,12 @@ def attn_fwd_ws2p(
     mbarrier.init(q_free, count=2)
     fence_async_shared()
     gl.warp_specialize(
-        [(_consume_tiles, (o_desc, o_smem, 0, bufs, q_free, N_CTX, n_m, heads, tiles, qk_scale,
+        [(_consume_tiles, (o_desc, o_smem, 0, bufs, q_free, N_CTX, n_m, units, qk_scale,
                            HEAD_DIM, BLOCK_M, BLOCK_N, STAGES, CAUSAL)),
          (_consume_tiles, (o_desc, o1_smem, 1,
                            (q1_smem, k_smem, v_smem, q_bar, k_ready, v_ready, k_free, v_free),
-                           q_free, N_CTX, n_m, heads, tiles, qk_scale, HEAD_DIM, BLOCK_M,
+                           q_free, N_CTX, n_m, units, qk_scale, HEAD_DIM, BLOCK_M,
                            BLOCK_N, STAGES, CAUSAL)),
-         (_produce_tiles, (q_desc, k_desc, v_desc, bufs, q1_smem, q_free, N_CTX, n_m, heads,
-                           tiles, BLOCK_M, BLOCK_N, STAGES, CAUSAL))],
+         (_produce_tiles, (q_desc, k_desc, v_desc, bufs, q1_smem, q_free, N_CTX, n_m, units,
+                           BLOCK_M, BLOCK_N, STAGES, CAUSAL))],
         [gl.num_warps(), 1], [240, 24])  # fmt: skip
