@@ -48,7 +48,8 @@ HOPPER = ("hopper.tunedb.jsonl.gz", "splitk/splitk.tunedb.jsonl.gz",
           "attention-cap/attention-cap.tunedb.jsonl.gz",
           "attention-gluon/attention-gluon.tunedb.jsonl.gz",
           "attention-gluon-persistent/attention-gluon-persistent.tunedb.jsonl.gz",
-          "attention-pairs/attention-pairs.tunedb.jsonl.gz")  # fmt: skip
+          "attention-pairs/attention-pairs.tunedb.jsonl.gz",
+          "matmul-ws/matmul-ws.tunedb.jsonl.gz")  # fmt: skip
 
 
 def databases(data: Path) -> list[Path]:

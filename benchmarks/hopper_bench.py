@@ -1,7 +1,8 @@
 """Hopper kernels from a bundle against the strongest alternatives, in one run (issue 21).
 
-- matmul: the bundle's ``matmul`` op (per bucket, the split-K or the persistent TMA
-  matmul, whichever the build measured faster; each tuned per bucket) against cuBLAS
+- matmul: the bundle's ``matmul`` op (per bucket, the split-K, the persistent TMA or the
+  warp-specialised Gluon matmul, whichever the build measured fastest; each tuned per
+  bucket) against cuBLAS
   (``torch.mm`` into a preallocated output), fp16 and bf16, N = K = 4096; the persistent
   kernel alone beside it;
 - attention forward: the bundle's ``attention_fwd_*`` ops (per bucket, the Triton or the
@@ -63,8 +64,9 @@ def _hopper_calls() -> Any:
 
 
 def matmul_rows(bundle: Any, ms: list[int]) -> list[dict[str, Any]]:
-    """The ``matmul`` op (per bucket, split-K or the persistent kernel, whichever the build
-    measured faster) against cuBLAS; the persistent kernel alone beside it."""
+    """The ``matmul`` op (per bucket, split-K, the persistent or the warp-specialised kernel,
+    whichever the build measured fastest) against cuBLAS; the persistent kernel alone
+    beside it."""
     import torch
 
     rows = []

@@ -402,7 +402,8 @@ def test_the_hopper_recipe_builds_without_a_gpu(tmp_path: Path) -> None:
                  for g in ("", "_gluon")}  # fmt: skip
     persistent = {f"attention_d{d}{c}_gluon_persistent" for d in (64, 128)
                   for c in ("", "_causal")}  # fmt: skip
-    assert set(by_name) == {"matmul_tma", "matmul_tma_splitk", "matmul_tma_device", *attention,
+    assert set(by_name) == {"matmul_tma", "matmul_tma_splitk", "matmul_tma_device", "matmul_ws",
+                            *attention,
                             *persistent}  # fmt: skip
     for k in by_name.values():
         for inst in k.instances:

@@ -4,15 +4,14 @@ Why: at M = 64 (N = K = 4096) the product streams B once through 128 thin tiles,
 cuBLAS's kernel for it (a producer warp group feeding consumer warp groups through 16
 stages) stays 5-10% ahead of tma_matmul.py's and splitk_matmul.py's software pipelines.
 Here one warp issues every TMA load into a ring of STAGES slots, as far ahead as the ring
-allows, and CONSUMERS warp groups multiply: with 2, each takes every other K step into an
-accumulator of its own, and the second hands its sum to the first through shared memory.
-A consumer keeps one ``warpgroup_mma`` in flight and frees a slot when the product
-reading it has completed.
+allows, and one warp group multiplies, keeping one ``warpgroup_mma`` in flight and freeing
+a slot when the product reading it has completed. (Two warp groups taking alternate K
+steps were slower at every shape: benchmarks/data/h200-hopper/probe-gluon-matmul/.)
 
 A [M, K], B [K, N] and C [M, N] are row-major, fp16 or bf16, passed as host descriptors
 with blocks [BLOCK_M, BLOCK_K], [BLOCK_K, BLOCK_N] and [BLOCK_M, BLOCK_N]; TMA pads loads
-past the edges with zeros and clips stores. BLOCK_M is 64 rows a consumer warp group
-(num_warps = 4). The grid is ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``: tile pid covers rows
+past the edges with zeros and clips stores. BLOCK_M is 16 rows a warp (64 at
+num_warps = 4). The grid is ``cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N)``: tile pid covers rows
 block pid % cdiv(M, BLOCK_M), so the CTAs that run together share B's column panels.
 """
 
@@ -44,46 +43,22 @@ def _load(a_desc, b_desc, a_smem, b_smem, ready, free, off_m, off_n, k_steps,
 
 
 @gluon.jit
-def _multiply(a_smem, b_smem, ready, free, k_steps, first, step, BLOCK_M: gl.constexpr,
+def _multiply(a_smem, b_smem, ready, free, k_steps, BLOCK_M: gl.constexpr,
               BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    # One consumer warp group: the product over K steps first, first + step, ...
+    # The warp group: the product over every K step, one warpgroup_mma in flight; a tuple
+    # (a partition's results are flattened as one).
     layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[gl.num_warps(), 1], instr_shape=[16, BLOCK_N, 16]
     )
     acc = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout)
-    prev = first
-    for k in range(first, k_steps, step):
+    for k in range(k_steps):
         slot = k % STAGES
         mbarrier.wait(ready.index(slot), (k // STAGES) & 1)
         acc = warpgroup_mma(a_smem.index(slot), b_smem.index(slot), acc, is_async=True)
         acc = warpgroup_mma_wait(1, deps=[acc])  # the product before this one is done
-        mbarrier.arrive(free.index(prev % STAGES), pred=k > first)
-        prev = k
+        mbarrier.arrive(free.index((k + STAGES - 1) % STAGES), pred=k > 0)
     acc = warpgroup_mma_wait(0, deps=[acc])
-    mbarrier.arrive(free.index(prev % STAGES), pred=k_steps > first)
-    return acc
-
-
-@gluon.jit
-def _multiply_first(a_smem, b_smem, ready, free, k_steps, part, done, BLOCK_M: gl.constexpr,
-                    BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-                    CONSUMERS: gl.constexpr):  # fmt: skip
-    # The first consumer: its K steps, plus the second's sum once it has landed in part
-    # (a tuple: a partition's results are flattened as one).
-    acc = _multiply(a_smem, b_smem, ready, free, k_steps, 0, CONSUMERS, BLOCK_M, BLOCK_N, STAGES)
-    if CONSUMERS == 2:
-        mbarrier.wait(done, 0)
-        acc += part.load(acc.type.layout)
     return (acc,)
-
-
-@gluon.jit
-def _multiply_second(a_smem, b_smem, ready, free, k_steps, part, done, BLOCK_M: gl.constexpr,
-                     BLOCK_N: gl.constexpr, STAGES: gl.constexpr):  # fmt: skip
-    # The second consumer: the odd K steps, its sum left in part for the first.
-    acc = _multiply(a_smem, b_smem, ready, free, k_steps, 1, 2, BLOCK_M, BLOCK_N, STAGES)
-    part.store(acc)
-    mbarrier.arrive(done)
 
 
 @gluon.jit
@@ -98,7 +73,6 @@ def matmul_ws(
     BLOCK_N: gl.constexpr,
     BLOCK_K: gl.constexpr,
     STAGES: gl.constexpr,
-    CONSUMERS: gl.constexpr,
 ):
     gl.static_assert(16 * gl.num_warps() == BLOCK_M, "BLOCK_M is 16 rows a warp")
     num_pid_m = gl.cdiv(M, BLOCK_M)
@@ -113,27 +87,12 @@ def matmul_ws(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(free.index(i), count=1)
-    done = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(done, count=1)
     fence_async_shared()
-    if CONSUMERS == 2:
-        part_layout: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[1, 0])
-        part = gl.allocate_shared_memory(gl.float32, [BLOCK_M, BLOCK_N], part_layout)
-        acc = gl.warp_specialize(
-            [(_multiply_first, (a_smem, b_smem, ready, free, k_steps, part, done, BLOCK_M,
-                                BLOCK_N, STAGES, CONSUMERS)),
-             (_multiply_second, (a_smem, b_smem, ready, free, k_steps, part, done, BLOCK_M,
-                                 BLOCK_N, STAGES)),
-             (_load, (a_desc, b_desc, a_smem, b_smem, ready, free, off_m, off_n, k_steps,
-                      STAGES))],
-            [gl.num_warps(), 1], [232, 24])[0]  # fmt: skip
-    else:  # (no second sum: done stands in for part)
-        acc = gl.warp_specialize(
-            [(_multiply_first, (a_smem, b_smem, ready, free, k_steps, done, done, BLOCK_M,
-                                BLOCK_N, STAGES, CONSUMERS)),
-             (_load, (a_desc, b_desc, a_smem, b_smem, ready, free, off_m, off_n, k_steps,
-                      STAGES))],
-            [1], [24])[0]  # fmt: skip
+    acc = gl.warp_specialize(
+        [(_multiply, (a_smem, b_smem, ready, free, k_steps, BLOCK_M, BLOCK_N, STAGES)),
+         (_load, (a_desc, b_desc, a_smem, b_smem, ready, free, off_m, off_n, k_steps,
+                  STAGES))],
+        [1], [24])[0]  # fmt: skip
     c_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], c_desc.layout)
     c_smem.store(acc.to(dtype))
     fence_async_shared()

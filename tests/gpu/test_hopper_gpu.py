@@ -51,14 +51,16 @@ def _check(out: Any, ref: Any) -> float:
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("m", [64, 100, 128, 300, 512, 1000, 4096, 5000, 8192])
-def test_matmul_with_host_descriptors(hopper: Any, dtype: str, m: int) -> None:
+@pytest.mark.parametrize("name", ["matmul_tma", "matmul_ws"])
+def test_matmul_with_host_descriptors(hopper: Any, dtype: str, m: int, name: str) -> None:
+    # name: the persistent Triton kernel, or the warp-specialised Gluon one
     import torch
 
     n, k = 4096, 4096
     a = torch.randn(m, k, device="cuda", dtype=_dt(dtype))
     b = torch.randn(k, n, device="cuda", dtype=_dt(dtype)) / k**0.5
     c = torch.full((m, n), float("nan"), device="cuda", dtype=_dt(dtype))
-    hopper["matmul_tma"](a, b, c, m, n, k)
+    hopper[name](a, b, c, m, n, k)
     torch.cuda.synchronize()
     assert _check(c, a.double() @ b.double()) < TOL
 
@@ -103,8 +105,9 @@ def test_split_k_kernel_sums_its_partials_and_leaves_the_locks_zero(
 def test_matmul_op_routes_each_bucket_and_computes_the_product(
     hopper: Any, dtype: str, m: int
 ) -> None:
-    """``bundle["matmul"]``: split-K or the persistent kernel, whichever the build measured
-    faster at the bucket, with the workspace sized from the split kernel's launch config."""
+    """``bundle["matmul"]``: split-K, the persistent kernel or the warp-specialised one,
+    whichever the build measured fastest at the bucket, with the workspace sized from the
+    split kernel's launch config."""
     import torch
 
     n, k = 4096, 4096
