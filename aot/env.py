@@ -44,6 +44,7 @@ class Environment:
     tune_timeout: float = 120.0
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     cost_model: Path | None = None  # None: the model aotc ships
+    predict: str | None = None  # `aotc build --predict`: every kernel's; None: each its own
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> Environment:

@@ -4,6 +4,7 @@ in the tuner's order, and the ``aotc cost-model`` commands."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import math
@@ -467,6 +468,24 @@ def test_a_cpu_build_asking_for_the_model_ships_its_predictions(
     assert hows == {predict.PREDICTED}
     assert r.decided["predicted"] == 6 and sum(r.decided.values()) == 6
     assert predict.PREDICTED in r.report.read_text()
+
+
+def _hows(bundle: Path) -> set[str]:
+    with BundleFile(bundle) as bf:
+        m = Manifest.from_json(bf.manifest)
+    return {c.how for inst in m.kernels[0].instances for c in inst.choices}
+
+
+def test_build_predict_overrides_what_each_kernel_asks(recipe_dir: Path, tmp_path: Path) -> None:
+    # `aotc build --predict cost-model`: a recipe that names no predictor ships the model's
+    # picks; `--predict heuristic`: one that asks for the model ships the heuristic's.
+    out = invoke(["build", str(recipe_dir / "tune.toml"), "-o", str(tmp_path / "m.aotc"),
+                  "--predict", "cost-model"], tmp_path)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert _hows(tmp_path / "m.aotc") == {predict.PREDICTED}
+    env = dataclasses.replace(env_for(tmp_path / "cache"), predict="heuristic")
+    r = build(predicting(recipe_dir, "cost-model"), tmp_path / "h.aotc", env, tmp_path)
+    assert _hows(r.bundle) == {"untuned (heuristic)"}
 
 
 def invoke(args: list[str], tmp_path: Path):  # type: ignore[no-untyped-def]

@@ -161,6 +161,12 @@ def _only(names: str | None) -> frozenset[str] | None:
     help='a model from `aotc cost-model train` for the kernels with predict = "cost-model" '
     "(default: AOTC_COST_MODEL, else the model aotc ships)",
 )
+@click.option(
+    "--predict",
+    type=click.Choice(["heuristic", "cost-model"]),
+    help="what picks the configs of buckets no GPU measured, for every kernel, whatever its "
+    "tune.predict says: the analytical heuristic or the learned cost model",
+)
 def build(
     recipe: Path,
     output: Path | None,
@@ -173,6 +179,7 @@ def build(
     shard: str | None,
     targets: str | None,
     cost_model: Path | None,
+    predict: str | None,
 ) -> None:
     from ..build import TuneOptions
     from ..build import build as build_bundle
@@ -182,6 +189,7 @@ def build(
     env = run.apply(from_environ())
     if cost_model is not None:
         env = dataclasses.replace(env, cost_model=cost_model)
+    env = dataclasses.replace(env, predict=predict)
     if no_tune and tune_only:
         raise UsageError("--tune-only and --no-tune contradict each other; give one of them")
     opts = TuneOptions(enabled=not no_tune, only=_only(tune_only), db=db, timeout=env.tune_timeout)

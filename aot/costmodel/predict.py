@@ -60,8 +60,10 @@ def predicted(path: Path | None) -> str:
     return PREDICTED if path is None else f"predicted (cost model v{VERSION}: {path.name})"
 
 
-def wants(inst: Instance) -> bool:
-    return getattr(inst.kernel.tune, "predict", "heuristic") == COST_MODEL
+def wants(inst: Instance, override: str | None = None) -> bool:
+    """Whether the model picks ``inst``'s configs: ``override`` (``aotc build --predict``,
+    for the buckets no GPU measured) where given, else the kernel's ``tune.predict``."""
+    return (override or getattr(inst.kernel.tune, "predict", "heuristic")) == COST_MODEL
 
 
 def unavailable(reason: str) -> str:
@@ -87,9 +89,10 @@ def ordered(
 
 
 def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
-    """``fallback`` for kernels that do not ask for the model; the model's order for those
-    that do, compiling each such instance's candidates on first use."""
-    if not any(wants(inst) for inst in plan.instances):
+    """``fallback`` for kernels that do not ask for the model (``env.predict`` overrides
+    what each asks); the model's order for those that do, compiling each such instance's
+    candidates on first use."""
+    if not any(wants(inst, env.predict) for inst in plan.instances):
         return fallback
     orders: dict[tuple[object, ...], list[Config] | str] = {}
     how = predicted(env.cost_model)
@@ -107,7 +110,7 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
             orders[(inst.key, b)] = configs or "no candidate compiled"
 
     def choose(inst: Instance, bucket: tuple[int, ...]) -> list[Pick]:
-        if not wants(inst):
+        if not wants(inst, env.predict):
             return fallback(inst, bucket)
         if (inst.key, bucket) not in orders:
             prepare(inst)
