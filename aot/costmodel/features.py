@@ -66,6 +66,7 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("traffic_rel", "log2 of tiles × the tile's side sum over the bucket's least: input panels"),
     ("active_warps_rel", "log2_active_warps minus the bucket's largest"),
     ("in_flight_rel", "log2_in_flight minus the bucket's largest"),
+    ("block_overhang", "log2 of blocks the grid does not read past the size it leaves them (≥ 0)"),
 )
 NAMES = tuple(n for n, _ in FEATURES)
 
@@ -140,6 +141,23 @@ def in_flight(
     return _log2(per_sm * warps), _log2(per_sm * block)
 
 
+def block_overhang(grid: Sequence[Expr], sizes: Mapping[str, int], config: Config) -> float:
+    """How far the config's blocks overhang the sizes the grid leaves to them: the
+    power-of-two integer meta-parameters the grid does not read (a row's block, a K loop's
+    step) against the next power of two of the largest size the grid does not read (the
+    row, K). log2 of each one's excess, summed; 0 where none exceeds (a loop covers any
+    size), and 0 where the grid reads every size. A block twice the row loads and reduces
+    half padding, and the programs' count does not show it."""
+    read = set().union(*(g.names for g in grid))
+    free = [v for n, v in sizes.items() if n not in read and v > 0]
+    if not free:
+        return 0.0
+    top = 1 << (max(free) - 1).bit_length()
+    blocks = [v for k, v in config.meta if k not in read and isinstance(v, int)
+              and not isinstance(v, bool) and v > 1 and v & (v - 1) == 0]  # fmt: skip
+    return float(sum(max(0.0, math.log2(b / top)) for b in blocks))
+
+
 def _problem(inst: Instance, env: Mapping[str, Any]) -> tuple[float, float]:
     t = inst.kernel.tune
     flops = float(t.flops.evaluate(env)) if t.flops is not None else NAN
@@ -160,8 +178,11 @@ def raw(
         units = work_units(kr.grid, env, programs)
         heur = heuristic_cost(config, kr.grid, env, gpu.sms)
         flops, nbytes = _problem(inst, env)
+        sizes = {n: v for n in (*kr.sizes, *kr.size_exprs, *point)
+                 if isinstance(v := env.get(n), int)}  # fmt: skip
+        overhang = block_overhang(kr.grid, sizes, config)
     except (EnvError, ArithmeticError, ValueError, TypeError):
-        programs, units, heur, flops, nbytes = 0, 0, NAN, NAN, NAN
+        programs, units, heur, flops, nbytes, overhang = 0, 0, NAN, NAN, NAN, NAN
     tile = _tile(config, kr.grid)
     work = math.prod(tile) if tile else 1
     warps = facts.warps or config.num_warps
@@ -198,6 +219,7 @@ def raw(
         "log2_peak_gbps": math.log2(gpu.gbps),
         "log2_active_warps": warps_sm,
         "log2_in_flight": elems_sm,
+        "block_overhang": overhang,
         "_coverage": float(units * work),  # for relative(); not a model column
         "_traffic": float(units * (sum(tile) if tile else 1)),
         "_heuristic": heur,
