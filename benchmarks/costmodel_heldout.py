@@ -71,7 +71,8 @@ NOT_SCORED = {  # recipes with no bucket to rank, and why
     "(Liger's warps as a constraint: one config per bucket)",
     "lightllm": "rotary (its database did not come back from the device call)",
     "mamba": "selective_state_update (its build stopped at the 240 s limit)",
-    "unsloth": "rope (every config failed the tuner's verification, NaN/inf in Q: no times)",
+    "unsloth": "rope (its database's every config failed the tuner's verification: the recipe "
+    "lacked in_place = [Q], now set; the database tuned with it did not come back)",
 }
 
 
