@@ -22,12 +22,10 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.probe_attention_regs import CONFIGS, _label, _runner, probe
-from benchmarks.probe_splitk import hopper_module
+from benchmarks.probe_splitk import gluon_descriptor, hopper_module
 
 KERNELS = hopper_module("attention_gluon")
 
@@ -62,16 +60,10 @@ CONFIGS_GLUON = {key: [TRITON[key], *cfgs]
 def gluon_descriptors(q, k, v, o, block_m: int, block_n: int) -> tuple:
     """Gluon host descriptors: each tensor seen as [Z * H * N_CTX, HEAD_DIM], with the
     default NVMMA shared layout of its block."""
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
     d = q.shape[-1]
-    dtype = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}[q.dtype]
 
     def flat(t, rows):
-        t2 = t.reshape(-1, d)
-        layout = gl.NVMMASharedLayout.get_default_for([rows, d], dtype)
-        return TensorDescriptor(t2, list(t2.shape), list(t2.stride()), [rows, d], layout)
+        return gluon_descriptor(t.reshape(-1, d), [rows, d])
 
     return flat(q, block_m), flat(k, block_n), flat(v, block_n), flat(o, block_m)
 

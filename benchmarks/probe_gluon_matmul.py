@@ -24,7 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.hopper_bench import interleaved
-from benchmarks.probe_splitk import SMEM, descriptors, hopper_module
+from benchmarks.probe_splitk import SMEM, descriptors, gluon_descriptor, hopper_module
 
 # the split-K kernel's bundle picks at M = 64 and 128 (benchmarks/RESULTS.md)
 SPLITK = [{"BLOCK_M": 64, "BLOCK_N": 32, "BLOCK_K": 128, "SPLIT_K": 1, "num_warps": 4,
@@ -52,24 +52,16 @@ def _label(cfg: dict[str, int]) -> str:
 
 
 def _gluon_run(a: Any, b: Any, c: Any, cfg: dict[str, int]) -> Any:
-    import torch
     import triton
-    from triton.experimental.gluon import language as gl
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-
-    dt = gl.float16 if a.dtype == torch.float16 else gl.bfloat16
-
-    def desc(t: Any, block: list[int]) -> Any:
-        layout = gl.NVMMASharedLayout.get_default_for(block, dt)
-        return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
 
     m, k = a.shape
     n = b.shape[1]
     bm, bn, bk = cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
     kernel = hopper_module("matmul_gluon").matmul_ws
-    return functools.partial(kernel[grid], desc(a, [bm, bk]), desc(b, [bk, bn]),
-                             desc(c, [bm, bn]), m, n, k, num_warps=4, **cfg)  # fmt: skip
+    descs = (gluon_descriptor(a, [bm, bk]), gluon_descriptor(b, [bk, bn]),
+             gluon_descriptor(c, [bm, bn]))  # fmt: skip
+    return functools.partial(kernel[grid], *descs, m, n, k, num_warps=4, **cfg)
 
 
 def measure(name: str, m: int, rounds: int) -> dict[str, Any]:

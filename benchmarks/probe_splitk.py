@@ -56,6 +56,18 @@ def descriptors(a: Any, b: Any, c: Any, cfg: dict[str, int]) -> list[Any]:
             TensorDescriptor.from_tensor(c, [bm, bn])]  # fmt: skip
 
 
+def gluon_descriptor(t: Any, block: list[int]) -> Any:
+    """A Gluon kernel's host descriptor of the 2-D tensor ``t``: the default NVMMA shared
+    layout of its block, as aotc gives a Gluon kernel's descriptors (aot/descriptors.py)."""
+    import torch
+    from triton.experimental.gluon import language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    dtype = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}[t.dtype]
+    layout = gl.NVMMASharedLayout.get_default_for(block, dtype)
+    return TensorDescriptor(t, list(t.shape), list(t.stride()), block, layout)
+
+
 def _warm(item: tuple[str, dict[str, int]]) -> str:
     """Compile one config into Triton's cache (in a worker process: compiles in parallel)."""
     import torch
