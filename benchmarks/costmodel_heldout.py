@@ -60,19 +60,15 @@ ENVIRON = {"unsloth": {"UNSLOTH_ALLOW_CPU": "1"}}  # set before a library's file
 # mamba's bmm_chunk were tuned again after their recipes' specialization change
 # (spec-fix/: the earlier databases timed variants the recipes no longer compile).
 LIBRARIES = {
-    "liger": ("liger_kernel", ["cross_entropy", "kl_div", "rms_norm", "rope"]),
-    "lightllm": ("lightllm", ["spec-fix/decode"]),
+    "liger": ("liger_kernel", ["cross_entropy", "kl_div", "rms_norm", "rope", "swiglu"]),
+    "lightllm": ("lightllm", ["spec-fix/decode", "rotary"]),
     "fla": ("fla", ["cumsum", "logsumexp"]),
     "mamba": ("mamba_ssm", ["spec-fix/bmm_chunk"]),
     "unsloth": ("unsloth", ["rms_layernorm", "rope", "swiglu"]),
 }
 NOT_SCORED = {  # recipes with no bucket to rank, and why
-    "liger": "swiglu (its database did not come back from the device call); rms_norm_rule "
-    "(Liger's warps as a constraint: one config per bucket)",
-    "lightllm": "rotary (its database did not come back from the device call)",
+    "liger": "rms_norm_rule (Liger's warps as a constraint: one config per bucket)",
     "mamba": "selective_state_update (its build stopped at the 240 s limit)",
-    "unsloth": "rope (its database's every config failed the tuner's verification: the recipe "
-    "lacked in_place = [Q], now set; the database tuned with it did not come back)",
 }
 
 

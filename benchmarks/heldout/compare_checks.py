@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 TITLE = re.compile(r"^(.*): µs per call")
-ROW = re.compile(r"^(\d+ x [^\s].*?)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+x$")
+ROW = re.compile(r"^(\S.*?)\s+([\d.]+)\s+([\d.]+)\s+[\d.]+x$")  # sizes, ours, theirs, ratio
 
 
 def times(log: Path) -> dict[tuple[str, str], float]:

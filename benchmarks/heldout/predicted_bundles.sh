@@ -3,7 +3,8 @@
 # trained on): for each named recipe of a held-out library folder, two bundles for the
 # folder's check.py to time side by side on a GPU:
 #   $OUTDIR/tuned/RECIPE.aotc      from the recipe's committed H200 tuning database (every
-#                                  bucket measured: what the GPU build shipped)
+#                                  bucket measured: what the GPU build shipped); where
+#                                  DATA has none, not built (the GPU run tunes it)
 #   $OUTDIR/predicted/RECIPE.aotc  `aotc build --no-tune --predict cost-model`: the picks of
 #                                  the model aotc ships, made without a GPU
 # Usage:
@@ -25,8 +26,12 @@ cp -r "$CARRIED/$PACKAGE" "$L/src/"
 export PYTHONPATH=$L/src:$L/r:$CARRIED${PYTHONPATH:+:$PYTHONPATH}
 if [[ -d "$HERE/stubs" ]]; then export PYTHONPATH=$HERE/stubs:$PYTHONPATH; fi  # as run.sh has it
 for r in "$@"; do
-  gunzip -c "$DATA/$r.tunedb.jsonl.gz" > "$L/$r.tunedb.jsonl"
-  python3 -m aot.cli build "$L/r/$r.toml" -o "$OUTDIR/tuned/$r.aotc" --no-tune --db "$L/$r.tunedb.jsonl"
+  if [[ -f "$DATA/$r.tunedb.jsonl.gz" ]]; then
+    gunzip -c "$DATA/$r.tunedb.jsonl.gz" > "$L/$r.tunedb.jsonl"
+    python3 -m aot.cli build "$L/r/$r.toml" -o "$OUTDIR/tuned/$r.aotc" --no-tune --db "$L/$r.tunedb.jsonl"
+  else  # no committed database: the GPU run builds and tunes the tuned bundle itself
+    echo "$r: no $DATA/$r.tunedb.jsonl.gz; only the predicted bundle" >&2
+  fi
   python3 -m aot.cli build "$L/r/$r.toml" -o "$OUTDIR/predicted/$r.aotc" --no-tune --predict cost-model \
     --db "$L/$r.empty.jsonl"
 done
