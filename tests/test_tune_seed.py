@@ -143,3 +143,31 @@ def test_a_kernel_without_such_sizes_keeps_its_records(recipe_dir: Path, tmp_pat
     worker = FakeWorker()
     tune_build(recipe_dir, tmp_path, worker)
     assert not [q for q in worker.requests if q["op"] == "bench"]
+
+
+def test_the_counts_a_choice_reports_are_of_the_spaces_configs(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """A database may hold timings of configs the recipe's space has since dropped: they
+    neither win nor count among a bucket's benchmarks and failures (the bundle's bytes
+    would otherwise depend on them)."""
+    from aot.plan import make_plan
+    from aot.recipe import load
+    from aot.tune.db import Record, TuningDB, read
+    from aot.tune.decide import outcomes
+
+    db = Path(str(tune_build(recipe_dir, tmp_path, FakeWorker(), "a.aotc").bundle)
+              .replace(".aotc", ".tunedb.jsonl"))  # fmt: skip
+    records = list(read(db))
+    plan = make_plan(load(recipe_dir / "tune.toml"))
+    dropped = [Record(**{**r.__dict__, "config": "0123456789ab", "ok": ok, "ms": 1e-6})
+               for r in records if r.kind == "bench" for ok in (True, False)]  # fmt: skip
+
+    def metrics(rs: list[Record]) -> dict[Any, tuple[str, int, int]]:
+        mixed = TuningDB(None)
+        for r in rs:
+            mixed.add(r)
+        return {(k, b): (o.config.id, o.metrics["benchmarks"], o.metrics["failed"])
+                for k, per in outcomes(plan, mixed).items() for b, o in per.items()}  # fmt: skip
+
+    assert dropped and metrics([*records, *dropped]) == metrics(records)

@@ -146,8 +146,9 @@ def outcome(
         "device": device,
         "ms": _r(ms),
         "rounds": len(rounds[cid]),
-        "benchmarks": sum(1 for r in bench.values() if r.ok or r.reason),
-        "failed": sum(1 for r in bench.values() if not r.ok),
+        # this space's configs only: a database may hold configs a recipe has since dropped
+        "benchmarks": sum(1 for c, r in bench.items() if c in by_id and (r.ok or r.reason)),
+        "failed": sum(1 for c, r in bench.items() if c in by_id and not r.ok),
     }
     if has_reference:
         v = verify[cid]
