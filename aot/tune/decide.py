@@ -123,6 +123,8 @@ def outcome(
     bench: dict[str, Record] = {}
     baseline: list[float] = []
     for r in timed_as_now(inst, records):
+        if r.kind != BASELINE and r.config not in by_id:
+            continue  # a config the recipe's space has since dropped: it neither wins nor counts
         if r.kind == FINAL and r.ok and r.ms is not None:
             rounds[r.config].append(r.ms)
             sustained = sustained or sustain_of(r) > 0
@@ -136,7 +138,7 @@ def outcome(
     finalists = [
         (statistics.median(ms), cid)
         for cid, ms in rounds.items()
-        if cid in by_id and (not has_reference or (cid in verify and verify[cid].ok))
+        if not has_reference or (cid in verify and verify[cid].ok)
     ]
     if not finalists:
         return None
@@ -146,9 +148,8 @@ def outcome(
         "device": device,
         "ms": _r(ms),
         "rounds": len(rounds[cid]),
-        # this space's configs only: a database may hold configs a recipe has since dropped
-        "benchmarks": sum(1 for c, r in bench.items() if c in by_id and (r.ok or r.reason)),
-        "failed": sum(1 for c, r in bench.items() if c in by_id and not r.ok),
+        "benchmarks": sum(1 for r in bench.values() if r.ok or r.reason),
+        "failed": sum(1 for r in bench.values() if not r.ok),
     }
     if has_reference:
         v = verify[cid]
