@@ -595,6 +595,47 @@ def test_spilling_candidates_come_last_whatever_the_model_says() -> None:
     assert order(Likes(), rows, [True, True, True])[0] == 0  # type: ignore[arg-type]
 
 
+def test_the_prefilter_compiles_a_shortlist_and_never_ships_a_spill_it_can_avoid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a GPU, the model first scores every candidate with what it knows before
+    compiling, and compiles only the best ``PREFILTER`` per bucket; where each of those
+    spills, the next ``PREFILTER``, until one does not. A model that likes the widest
+    block in the fewest warps puts the 16,384-wide row in one warp, which spills, first:
+    with a shortlist of one, two of the four candidates are compiled and the pick is the
+    second, which does not spill; the spilling one comes last."""
+    from aot.costmodel.table import facts_of, variant_for
+
+    class WideFew:
+        def score(self, matrix):  # type: ignore[no-untyped-def]
+            i = NAMES.index
+            return [r[i("log2_block")] - r[i("log2_warps")] for r in matrix]
+
+    plan, inst, bucket, configs = _softmax_plan(tmp_path, SPILL_RECIPE)
+    asked: list[Any] = []
+    real = predict.compile_for
+
+    def spy(plan, wanted, env):  # type: ignore[no-untyped-def]
+        asked.extend(c for _, c, _ in wanted)
+        out = real(plan, wanted, env)
+        compiled.update(out)
+        return out
+
+    compiled: dict[Any, Any] = {}
+    monkeypatch.setattr(predict, "compile_for", spy)
+    monkeypatch.setattr(predict, "model_for", lambda path: WideFew())
+    monkeypatch.setattr(predict, "PREFILTER", 1)
+    env = dataclasses.replace(env_for(tmp_path / "cache"), predict="cost-model")
+    choose = predict.chooser(plan, env, lambda i, b: [])
+    picks = [p.config for p in choose(inst, bucket)]
+    spilling = configs[(16384, 1)]
+    assert asked == [spilling, configs[(16384, 4)]]  # the shortlist, then one more
+    assert len(set(asked)) < len(list(inst.candidates(bucket)))
+    facts = facts_of(compiled[variant_for(inst, picks[0], bucket)])
+    assert facts is not None and not facts.spills
+    assert picks[-1] == spilling and set(picks) == set(configs.values())
+
+
 def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
     db = tune_db(recipe_dir, tmp_path)
     out = invoke(["cost-model", "train", str(db), "--recipe", str(recipe_dir),

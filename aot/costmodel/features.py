@@ -165,11 +165,30 @@ def _problem(inst: Instance, env: Mapping[str, Any]) -> tuple[float, float]:
     return flops, nbytes
 
 
+# The features read off the cubin: NaN in a row whose variant is not compiled yet (the
+# cost model's compile-free first pass, predict.py). LightGBM reads a NaN as 0 where
+# training saw none; in leave-one-kernel-out this kept the configs that measured fast
+# among the first few more often than a guess of the facts did (64 registers a thread
+# and no shared memory, or registers from the elements per thread).
+FROM_CUBIN = ("regs_frac", "log2_local", "spills", "shared_frac", "blocks_per_sm", "occupancy",
+              "log2_waves", "tail_waste", "log2_active_warps", "log2_in_flight")  # fmt: skip
+
+
 def raw(
-    inst: Instance, config: Config, bucket: tuple[int, ...], gpu: GPU, facts: Facts
+    inst: Instance, config: Config, bucket: tuple[int, ...], gpu: GPU, facts: Facts | None
 ) -> dict[str, float]:
     """The features that need nothing but this config (the ``*_rel`` ones come from
-    ``relative`` over the bucket's candidates)."""
+    ``relative`` over the bucket's candidates); with ``facts`` None (not compiled), those
+    ``FROM_CUBIN`` are NaN."""
+    if facts is None:
+        row = _raw(inst, config, bucket, gpu, Facts(regs=0, shared=0, local=0))
+        return {**row, **dict.fromkeys(FROM_CUBIN, NAN)}
+    return _raw(inst, config, bucket, gpu, facts)
+
+
+def _raw(
+    inst: Instance, config: Config, bucket: tuple[int, ...], gpu: GPU, facts: Facts
+) -> dict[str, float]:
     kr = inst.kernel
     point = dict(zip(kr.buckets, bucket, strict=True))
     try:

@@ -5,15 +5,21 @@ Opt-in per kernel (``[kernel.tune] predict = "cost-model"``) while the model's C
 picks are being checked on GPUs; the default stays the analytical heuristic, so bundles
 of recipes that do not ask are unchanged byte for byte.
 
-Scoring a bucket needs every candidate's compiled facts (registers, spills, shared
-memory), so the first bucket of an instance compiles, for each of its candidates, the
-variant a call there normally runs: the most specialized one, or the generic one where
-that fails (``table.py``; through the compile cache, which the build's selection then
-reads back). The bucket's choices are its candidates in the model's order, those that
-compile without spilling first: a spilling config is shipped only when every candidate
-spills. Where the model cannot be used (lightgbm missing, a model file this aotc cannot
-read, no candidate compiling), the heuristic's order is used and the reason is recorded
-in how the bucket was chosen.
+Scoring a bucket needs its candidates' compiled facts (registers, spills, shared memory),
+and compiling every candidate of every bucket was most of a build's time. So when the
+first bucket of an instance is asked for, the model scores the instance's buckets in two
+passes. First, each bucket's candidates with their cubins' features unknown
+(``features.FROM_CUBIN``): the ``PREFILTER`` best of every bucket are compiled at once,
+each the variant a call there normally runs (the most specialized one, or the generic
+one where that fails: ``table.py``; through the compile cache, which the build's
+selection then reads back). A bucket whose compiled candidates all spill or failed
+compiles its next ``PREFILTER``, until one does not spill or none is left. Then each
+bucket's candidates are scored again, with the facts of every one compiled (for this
+bucket or another): its choices are those compiled without spilling in that order, then
+those not compiled, then the spilling ones. A spilling config is shipped only when every
+candidate compiled spills. Where the model cannot be used (lightgbm missing, a model
+file this aotc cannot read, no candidate compiling), the heuristic's order is used and
+the reason is recorded in how the bucket was chosen.
 """
 
 from __future__ import annotations
@@ -28,11 +34,17 @@ from ..errors import UsageError
 from ..plan import Config, Instance, Plan, Variant
 from ..select import HEURISTIC, Chooser, Pick
 from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
-from .table import compile_for, compiled_for, rows
+from .table import compile_for, compiled_for, rows, variant_for
 
 COST_MODEL = "cost-model"
 PREDICTED = f"predicted (cost model v{VERSION})"
 SHIPPED = Path(__file__).parent / "data" / f"model-v{VERSION}.txt"
+# candidates per bucket compiled after the compile-free pass, and per widening where all
+# of them spill: in a leave-one-kernel-out replay 12 picked about as well as compiling
+# every candidate, 8 and fewer worse (the figures: the commit that brought it)
+PREFILTER = 12
+Bucket = tuple[int, ...]
+Results = Mapping[Variant, Compiled]
 
 
 @functools.cache
@@ -88,10 +100,56 @@ def ordered(
     return [rw.configs[i] for i in best_first(model.score(rw.matrix), demote)]
 
 
+def shortlist(model: Model, inst: Instance, bucket: Bucket) -> list[Config]:
+    """Every candidate of the bucket, best predicted first from what is known before
+    compiling (what each cubin would say unknown)."""
+    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), {}, pending=True)
+    return [rw.configs[i] for i in best_first(model.score(rw.matrix), [False] * len(rw.configs))]
+
+
+def _settled(inst: Instance, bucket: Bucket, kept: list[Config], compiled: Results) -> bool:
+    """Whether one of ``kept`` compiled without spilling."""
+    return not all(rows(inst, bucket, inst.target, kept, compiled).spills)
+
+
+def compile_shortlists(
+    plan: Plan, inst: Instance, short: Mapping[Bucket, list[Config]], env: Environment
+) -> Results:
+    """Compile the first ``PREFILTER`` of each bucket's shortlist, all buckets' at once,
+    and ``PREFILTER`` more for each bucket whose compiled ones all spill or failed, until
+    one does not or its shortlist is spent."""
+    compiled: dict[Variant, Compiled] = {}
+    todo, k = list(short), 0
+    while todo:
+        wanted = [(inst, c, b) for b in todo for c in short[b][k : k + PREFILTER]]
+        compiled.update(compile_for(plan, wanted, env))
+        k += PREFILTER
+        todo = [b for b in todo
+                if k < len(short[b]) and not _settled(inst, b, short[b][:k], compiled)]  # fmt: skip
+    return compiled
+
+
+def rescored(model: Model, inst: Instance, bucket: Bucket, compiled: Results) -> list[Config]:
+    """The bucket's candidates scored with the facts of those compiled, the rest's
+    unknown: those compiled without spilling first, then those not compiled, then the
+    spilling ones; none where no candidate compiled."""
+    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled, pending=True)
+    known = {c for c in rw.configs if variant_for(inst, c, bucket) in compiled}
+    if not known:
+        return []
+    scores = model.score(rw.matrix)
+
+    def rank(i: int) -> tuple[int, float, int]:
+        c = rw.configs[i]
+        return (1 if c not in known else 2 if rw.spills[i] else 0), -scores[i], i
+
+    return [rw.configs[i] for i in sorted(range(len(rw.configs)), key=rank)]
+
+
 def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
     """``fallback`` for kernels that do not ask for the model (``env.predict`` overrides
     what each asks); the model's order for those that do, compiling each such instance's
-    candidates on first use."""
+    shortlists on first use."""
     if not any(wants(inst, env.predict) for inst in plan.instances):
         return fallback
     orders: dict[tuple[object, ...], list[Config] | str] = {}
@@ -103,11 +161,10 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
         except CostModelUnavailable as exc:
             orders.update({(inst.key, b): str(exc) for b in inst.buckets})
             return
-        wanted = [(inst, c, b) for b in inst.buckets for c in inst.candidates(b)]
-        compiled = compile_for(plan, wanted, env)
+        short = {b: shortlist(model, inst, b) for b in inst.buckets}
+        compiled = compile_shortlists(plan, inst, short, env)
         for b in inst.buckets:
-            configs = ordered(model, inst, b, compiled)
-            orders[(inst.key, b)] = configs or "no candidate compiled"
+            orders[(inst.key, b)] = rescored(model, inst, b, compiled) or "no candidate compiled"
 
     def choose(inst: Instance, bucket: tuple[int, ...]) -> list[Pick]:
         if not wants(inst, env.predict):

@@ -135,16 +135,22 @@ def rows(
     gpu: GPU,
     configs: Sequence[Config],
     compiled: Mapping[Variant, Compiled],
+    *,
+    pending: bool = False,
 ) -> Rows:
     """Feature rows for ``configs`` at ``bucket`` on ``gpu`` (those that compiled): each
-    from its most specialized variant, or its generic one where that failed."""
+    from its most specialized variant, or its generic one where that failed. With
+    ``pending``, a config not compiled yet has a row too, its cubin's features unknown
+    (``features.FROM_CUBIN``; not counted as spilling)."""
     kept: list[Config] = []
-    facts: list[Facts] = []
+    facts: list[Facts | None] = []
     for c in configs:
-        f = _facts(inst, c, bucket, compiled)
-        if f is not None:
+        unknown = pending and variant_for(inst, c, bucket) not in compiled
+        f = None if unknown else _facts(inst, c, bucket, compiled)
+        if f is not None or unknown:
             kept.append(c)
             facts.append(f)
     raws = [raw(inst, c, bucket, gpu, f) for c, f in zip(kept, facts, strict=True)]
     matrix = relative(raws) if raws else []
-    return Rows(tuple(kept), tuple(tuple(r) for r in matrix), tuple(f.spills for f in facts))
+    spills = tuple(f is not None and f.spills for f in facts)
+    return Rows(tuple(kept), tuple(tuple(r) for r in matrix), spills)
