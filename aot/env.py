@@ -21,6 +21,8 @@ VARIABLES = {
     "AOTC_TUNE_TIMEOUT": "seconds a benchmark may run before it counts as a hang (default 120)",
     "AOTC_COST_MODEL": "a model file from `aotc cost-model train` for the kernels that ask for "
     'predict = "cost-model" (default: the model aotc ships; `aotc build --cost-model`)',
+    "AOTC_PREDICT": "heuristic or cost-model: what picks the configs of buckets no GPU measured, "
+    "for every kernel, whatever its tune.predict says (as `aotc build --predict`)",
     "AOTC_REGISTRY_USER": "registry user name for push/pull (else the Docker config file)",
     "AOTC_REGISTRY_PASSWORD": "registry password or token, with AOTC_REGISTRY_USER",
     "AOTC_REGISTRY_INSECURE": "set to 1 to allow plain http to registries beyond localhost",
@@ -44,7 +46,7 @@ class Environment:
     tune_timeout: float = 120.0
     registry: RegistryConfig = field(default_factory=RegistryConfig)
     cost_model: Path | None = None  # None: the model aotc ships
-    predict: str | None = None  # `aotc build --predict`: every kernel's; None: each its own
+    predict: str | None = None  # --predict / AOTC_PREDICT: every kernel's; None: each its own
 
 
 def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
@@ -72,6 +74,11 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         from .errors import UsageError
 
         raise UsageError(f"AOTC_TUNE_TIMEOUT={timeout_text!r} is not a number of seconds") from None
+    predict = env.get("AOTC_PREDICT") or None
+    if predict not in (None, "heuristic", "cost-model"):
+        from .errors import UsageError
+
+        raise UsageError(f"AOTC_PREDICT={predict!r}: give heuristic or cost-model (or unset it)")
     try:
         registry = RegistryConfig.from_environ(env)  # a bad AOTC_REGISTRY_* value
     except loader_errors.RegistryError as exc:
@@ -85,4 +92,5 @@ def from_environ(environ: Mapping[str, str] | None = None) -> Environment:
         tune_timeout=timeout,
         registry=registry,
         cost_model=Path(env["AOTC_COST_MODEL"]) if env.get("AOTC_COST_MODEL") else None,
+        predict=predict,
     )

@@ -99,7 +99,8 @@ def run_tuning(plan: Plan, db: TuningDB, env: Environment, opts: TuneOptions) ->
         return None
     with CompilePool(plan, CompileCache(env.cache_dir), env.jobs) as pool:
         tuner = Tuner(plan, db, pool, gpus, progress=env.progress, timeout=opts.timeout,
-                      worker_factory=opts.worker_factory, cost_model=env.cost_model)  # fmt: skip
+                      worker_factory=opts.worker_factory, cost_model=env.cost_model,
+                      predict=env.predict)  # fmt: skip
         return tuner.run()
 
 

@@ -5,11 +5,11 @@
 Three builds of each gallery recipe (recipes/gallery/), as a CI without a GPU and one GPU
 runner would make them, each through ``aotc build`` as a user runs it:
 
-1. **heuristic**: the recipe as it is, no GPU, no database: the analytical heuristic's
-   configs (what a CPU-only build ships by default);
-2. **predicted**: the recipe with ``predict = "cost-model"`` added to every kernel's
-   ``[kernel.tune]``, no GPU, ``--cost-model`` a model trained here on every committed H200
-   database *except the gallery's*: kernels the model has never seen;
+1. **heuristic**: ``--predict heuristic``, no GPU, no database: the analytical heuristic's
+   configs (what a CPU-only build shipped by default before the cost model);
+2. **predicted**: the recipe as it is (the cost model is the default predictor), no GPU,
+   ``--cost-model`` a model trained here on every committed H200 database *except the
+   gallery's*: kernels the model has never seen;
 3. **tuned**: the recipe with the GPU runner's tuning database (the committed H200 one,
    as ``aotc merge-db`` would hand it over): the measured configs, the fully tuned bundle.
 
@@ -27,8 +27,6 @@ import dataclasses
 import gzip
 import json
 import math
-import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -50,12 +48,6 @@ def training_databases() -> tuple[list[Path], list[Path]]:
 
     dbs = [db for db in databases(DATA) if db.parent.name != "h200-gallery"]
     return dbs, recipes(dbs)
-
-
-def predicting(text: str) -> str:
-    """A recipe's text with ``predict = "cost-model"`` in every kernel's tune table."""
-    text = re.sub(r"^\[kernel\.tune\]$", '[kernel.tune]\npredict = "cost-model"', text, flags=re.M)
-    return re.sub(r"^tune = \{", 'tune = { predict = "cost-model",', text, flags=re.M)
 
 
 def choices(bundle: Path) -> dict[tuple[Any, ...], str]:
@@ -94,17 +86,16 @@ def build_all(name: str, tmp: Path, model: Path) -> dict[str, Path]:
     from aot.build import TuneOptions, build
     from aot.env import from_environ
 
-    env = dataclasses.replace(from_environ(), progress=False)
+    env = dataclasses.replace(from_environ(), progress=False, predict=None)
     recipe = GALLERY / f"{name}.toml"
-    pred = tmp / "gallery" / f"{name}.toml"
-    pred.write_text(predicting(recipe.read_text()))
     db = tmp / f"{name}.tunedb.jsonl"  # the GPU runner's database, as handed over
     packed = DATA / "h200-gallery" / f"{name}.tunedb.jsonl.gz"
     db.write_bytes(gzip.decompress(packed.read_bytes()))
     off = TuneOptions(enabled=False)
     out = {
-        "heuristic": build(recipe, tmp / f"{name}.heuristic.aotc", env, tmp, off).bundle,
-        "predicted": build(pred, tmp / f"{name}.predicted.aotc",
+        "heuristic": build(recipe, tmp / f"{name}.heuristic.aotc",
+                           dataclasses.replace(env, predict="heuristic"), tmp, off).bundle,
+        "predicted": build(recipe, tmp / f"{name}.predicted.aotc",
                            dataclasses.replace(env, cost_model=model), tmp, off).bundle,
         "tuned": build(recipe, tmp / f"{name}.tuned.aotc", env, tmp, TuneOptions(db=db)).bundle,
     }  # fmt: skip
@@ -135,7 +126,6 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="aotc-ci-story-") as t:
         tmp = Path(t)
-        shutil.copytree(GALLERY, tmp / "gallery")
         model = tmp / "heldout.txt"
         dbs, recipes = training_databases()
         from click.testing import CliRunner

@@ -23,13 +23,14 @@ from aot.costmodel import model as cm
 from aot.costmodel import predict
 from aot.costmodel.data import Catalog, groups, read_records, variant_ids
 from aot.costmodel.features import NAMES, Facts, blocks_per_sm, relative
+from aot.env import Environment
 from aot.plan import Config
 from aot.targets import resolve
 from aot.tune.db import Record
 from aot.tune.decide import problem
 from loader.format import BundleFile
 from loader.manifest import Manifest
-from tests.conftest import env_for
+from tests.conftest import env_for as suite_env
 from tests.fakegpu import H100, FakeWorker
 
 # -- training data --------------------------------------------------------------------
@@ -414,6 +415,12 @@ def test_the_shipped_model_loads_and_its_provenance_names_the_committed_database
 # -- builds ---------------------------------------------------------------------------
 
 
+def env_for(cache: Path) -> Environment:
+    """As a user's build: each kernel's own predictor (the suite's others use the
+    heuristic, tests/conftest.py)."""
+    return suite_env(cache, predict=None)
+
+
 def predicting(recipe_dir: Path, how: str) -> Path:
     """tests/data/tune.toml with ``predict = how`` in its [kernel.tune]."""
     recipe = recipe_dir / "tune.toml"
@@ -514,9 +521,37 @@ def test_build_predict_overrides_what_each_kernel_asks(recipe_dir: Path, tmp_pat
     assert _hows(r.bundle) == {"untuned (heuristic)"}
 
 
-def invoke(args: list[str], tmp_path: Path):  # type: ignore[no-untyped-def]
-    """``aotc ARGS`` in this process, with a private cache; never a traceback."""
-    env = {"AOTC_CACHE_DIR": str(tmp_path / "cache"), "AOTC_NO_PROGRESS": "1"}
+def test_a_cpu_build_ships_the_models_picks_unless_told_otherwise(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """The cost model is the default predictor: a recipe naming none ships its picks;
+    AOTC_PREDICT or a recipe's ``predict = "heuristic"`` ships the heuristic's; a bad
+    AOTC_PREDICT is refused, naming it, and nothing is written."""
+    recipe = recipe_dir / "tune.toml"
+    assert "predict" not in recipe.read_text()
+    out = invoke(["build", str(recipe), "-o", str(tmp_path / "d.aotc")], tmp_path)
+    assert out.exit_code == 0, out.output
+    assert _hows(tmp_path / "d.aotc") == {predict.PREDICTED}
+    assert "6 predicted" in out.output
+    out = invoke(["build", str(recipe), "-o", str(tmp_path / "e.aotc")], tmp_path,
+                 {"AOTC_PREDICT": "heuristic"})  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert _hows(tmp_path / "e.aotc") == {"untuned (heuristic)"}
+    out = invoke(["build", str(recipe), "-o", str(tmp_path / "f.aotc")], tmp_path,
+                 {"AOTC_PREDICT": "costmodel"})  # fmt: skip
+    assert out.exit_code == 2 and "AOTC_PREDICT='costmodel'" in out.output, out.output
+    assert "Traceback" not in out.output and not (tmp_path / "f.aotc").exists()
+    out = invoke(["build", str(predicting(recipe_dir, "heuristic")), "-o",
+                  str(tmp_path / "g.aotc")], tmp_path)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert _hows(tmp_path / "g.aotc") == {"untuned (heuristic)"}
+
+
+def invoke(args: list[str], tmp_path: Path, extra: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """``aotc ARGS`` in this process, with a private cache and no AOTC_PREDICT (as a user
+    runs it), plus ``extra`` environment; never a traceback."""
+    env = {"AOTC_CACHE_DIR": str(tmp_path / "cache"), "AOTC_NO_PROGRESS": "1",
+           "AOTC_PREDICT": None, **(extra or {})}  # fmt: skip
     r = CliRunner().invoke(cli, args, env=env, prog_name="aotc")
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exc_info
     return r

@@ -165,7 +165,8 @@ def _only(names: str | None) -> frozenset[str] | None:
     "--predict",
     type=click.Choice(["heuristic", "cost-model"]),
     help="what picks the configs of buckets no GPU measured, for every kernel, whatever its "
-    "tune.predict says: the analytical heuristic or the learned cost model",
+    "tune.predict says: the analytical heuristic or the learned cost model (default: "
+    "AOTC_PREDICT, else each kernel's own, the cost model unless its recipe says otherwise)",
 )
 def build(
     recipe: Path,
@@ -189,7 +190,8 @@ def build(
     env = run.apply(from_environ())
     if cost_model is not None:
         env = dataclasses.replace(env, cost_model=cost_model)
-    env = dataclasses.replace(env, predict=predict)
+    if predict is not None:  # else AOTC_PREDICT's, if set
+        env = dataclasses.replace(env, predict=predict)
     if no_tune and tune_only:
         raise UsageError("--tune-only and --no-tune contradict each other; give one of them")
     opts = TuneOptions(enabled=not no_tune, only=_only(tune_only), db=db, timeout=env.tune_timeout)

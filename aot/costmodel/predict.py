@@ -1,9 +1,9 @@
 """The cost model in the build: a chooser for buckets no GPU measured, and the order in
 which the tuner measures candidates.
 
-Opt-in per kernel (``[kernel.tune] predict = "cost-model"``) while the model's CPU-only
-picks are being checked on GPUs; the default stays the analytical heuristic, so bundles
-of recipes that do not ask are unchanged byte for byte.
+The default for every kernel; a recipe opts a kernel out with ``[kernel.tune] predict =
+"heuristic"`` (the analytical heuristic, ``aot/heuristic.py``), and ``aotc build
+--predict`` or ``AOTC_PREDICT`` sets it for every kernel of a build.
 
 Scoring a bucket needs its candidates' compiled facts (registers, spills, shared memory),
 and compiling every candidate of every bucket was most of a build's time. So when the
@@ -73,9 +73,10 @@ def predicted(path: Path | None) -> str:
 
 
 def wants(inst: Instance, override: str | None = None) -> bool:
-    """Whether the model picks ``inst``'s configs: ``override`` (``aotc build --predict``,
-    for the buckets no GPU measured) where given, else the kernel's ``tune.predict``."""
-    return (override or getattr(inst.kernel.tune, "predict", "heuristic")) == COST_MODEL
+    """Whether the model picks ``inst``'s configs where no GPU measured them and orders its
+    tuning: ``override`` (``aotc build --predict``, ``AOTC_PREDICT``) where given, else the
+    kernel's ``tune.predict`` (the cost model unless its recipe says "heuristic")."""
+    return (override or getattr(inst.kernel.tune, "predict", COST_MODEL)) == COST_MODEL
 
 
 def unavailable(reason: str) -> str:
@@ -184,13 +185,14 @@ def tuning_order(
     bucket: tuple[int, ...],
     result: Callable[[Variant], Compiled],
     model_path: Path | None = None,
+    override: str | None = None,
 ) -> list[Config] | None:
     """For the tuner: the bucket's candidates that compiled, in the model's order, or None
     where the model cannot be used (the tuner keeps the heuristic's order). Spilling
     candidates are not demoted here: the GPU measures them, and what it measures decides.
     ``result`` compiles a variant, or waits for its compile; ``model_path`` as in
-    ``model_for``."""
-    if not wants(inst):
+    ``model_for``; ``override`` as in ``wants``."""
+    if not wants(inst, override):
         return None
     try:
         model = model_for(model_path)

@@ -53,7 +53,7 @@ class TuneSettings:
     bytes: Expr | None = None  # bytes moved per call, for GB/s
     baseline: str | None = None  # "path.py:function" doing the same work another way
     tolerance: float | None = None  # relative error allowed; default by dtype
-    predict: str = "heuristic"  # or "cost-model": the learned model (aot/costmodel/)
+    predict: str = "cost-model"  # the learned model (aot/costmodel/), or "heuristic"
     # Outputs the kernel updates in place, some elements only (a KV cache at the tokens'
     # slots): verification starts them from the inputs' contents instead of NaN.
     in_place: tuple[str, ...] = ()

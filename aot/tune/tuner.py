@@ -69,9 +69,11 @@ class Tuner(Measurer):
         timeout: float = 120.0,
         worker_factory: Callable[[GpuInfo], GpuWorker] | None = None,
         cost_model: Path | None = None,
+        predict: str | None = None,
     ):
         self.plan = plan
         self.cost_model = cost_model  # the model a kernel asking for one is ordered by
+        self.predict = predict  # --predict / AOTC_PREDICT: every kernel's predictor
         self.db = db
         self.pool = pool
         self.gpus = gpus
@@ -239,13 +241,13 @@ class Tuner(Measurer):
 
     def _search(self, inst: Instance, bucket: tuple[int, ...], ranked: list[Config], *,
                 patience: int, seed: int, warm: list[Config]) -> strategies.Search:  # fmt: skip
-        """The recipe's strategy, starting from the heuristic's order; for a kernel that asks
-        for the learned cost model, from the model's order (spilling candidates included:
-        the GPU measures them). The ``model`` strategy then refits its surrogate to the
-        bucket's measurements as they come."""
+        """The recipe's strategy, starting from the learned cost model's order (spilling
+        candidates included: the GPU measures them); from the heuristic's for a kernel
+        whose predictor is the heuristic, or where the model cannot be used. The ``model``
+        strategy then refits its surrogate to the bucket's measurements as they come."""
         t = inst.kernel.tune
         learned = predict.tuning_order(inst, bucket, lambda v: self.pool.submit(inst, v).result(),
-                                       self.cost_model)  # fmt: skip
+                                       self.cost_model, self.predict)  # fmt: skip
         order = ranked if learned is None else learned
         return strategies.make(
             t.strategy, order, budget=t.budget, patience=patience, seed=seed, warm=warm
