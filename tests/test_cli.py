@@ -64,6 +64,10 @@ def test_plan_prints_matrix(recipe_dir: Path, tmp_path: Path) -> None:
     r = invoke(["plan", str(recipe_dir / "small.toml")], tmp_path / "c")
     assert r.exit_code == 0, r.output
     assert "matrix: 16 variants in all" in r.stdout
+    # every candidate of both buckets is within the model's shortlist of 12: all 8
+    # distinct most specialized variants; the heuristic's picks also come to 8 variants
+    assert "without a GPU: 8 variants compiled for the learned cost model" in r.stdout
+    assert "with --predict heuristic, 8 (the heuristic's pick" in r.stdout
     assert not (tmp_path / "c").exists()  # planning compiles nothing
 
 

@@ -228,7 +228,8 @@ def tune(recipe: Path, db: Path | None, tune_only: str | None, run: RunFlags) ->
         raise UsageError(
             "no GPU here matches any target of the recipe ("
             + ", ".join(t.name for t in plan.recipe.targets)
-            + "); run `aotc tune` on a machine with one, or `aotc build` to use the heuristic"
+            + "); run `aotc tune` on a machine with one, or `aotc build` to ship the cost model's "
+            "predictions"
         )
     click.echo(tuning_line(stats) + f"\ntuning database: {db_path}")
 

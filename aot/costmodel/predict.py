@@ -108,6 +108,19 @@ def shortlist(model: Model, inst: Instance, bucket: Bucket) -> list[Config]:
     return [rw.configs[i] for i in best_first(model.score(rw.matrix), [False] * len(rw.configs))]
 
 
+def first_pass(plan: Plan) -> int | None:
+    """How many variants a CPU-only build compiles for the model to choose from, before
+    any bucket whose compiled candidates all spill widens its shortlist: the most
+    specialized variant of each bucket's ``PREFILTER`` best, over the kernels the model
+    picks for. None where the model cannot be used (``aotc plan`` says so)."""
+    try:
+        model = shipped()
+    except CostModelUnavailable:
+        return None
+    return len({variant_for(inst, c, b) for inst in plan.instances if wants(inst)
+                for b in inst.buckets for c in shortlist(model, inst, b)[:PREFILTER]})  # fmt: skip
+
+
 def _settled(inst: Instance, bucket: Bucket, kept: list[Config], compiled: Results) -> bool:
     """Whether one of ``kept`` compiled without spilling."""
     return not all(rows(inst, bucket, inst.target, kept, compiled).spills)
