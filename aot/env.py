@@ -19,8 +19,8 @@ VARIABLES = {
     "AOTC_JOBS": "compile processes to run at once (default: all cores)",
     "AOTC_NO_PROGRESS": "set to 1 to turn progress bars off",
     "AOTC_TUNE_TIMEOUT": "seconds a benchmark may run before it counts as a hang (default 120)",
-    "AOTC_COST_MODEL": "a model file from `aotc cost-model train` for the kernels that ask for "
-    'predict = "cost-model" (default: the model aotc ships; `aotc build --cost-model`)',
+    "AOTC_COST_MODEL": "a model file from `aotc cost-model train` for the kernels the cost model "
+    "predicts (default: the model aotc ships; `aotc build --cost-model`)",
     "AOTC_PREDICT": "heuristic or cost-model: what picks the configs of buckets no GPU measured, "
     "for every kernel, whatever its tune.predict says (as `aotc build --predict`)",
     "AOTC_REGISTRY_USER": "registry user name for push/pull (else the Docker config file)",

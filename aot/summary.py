@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from .costmodel.predict import PREFILTER, first_pass
+from .costmodel.predict import PREFILTER, first_pass, wants
 from .inspect import model_buckets
 from .kernels import cached_ranker
 from .plan import Instance, Plan, Spec, configs_of, plan_size
@@ -36,17 +36,23 @@ def describe_plan(plan: Plan) -> str:
     if not plan.instances and r.model is not None:
         return "\n".join([*out, cap])  # no kernels: no kernel matrix
     heuristic = len(wanted_variants(plan, heuristic_chooser(cached_ranker(plan)), {}))
-    scored = first_pass(plan)
-    model = ("the learned cost model unavailable (lightgbm not installed)" if scored is None
-             else f"{scored} variants compiled for the learned cost model to choose from (the "
-             f"{PREFILTER} candidates of each bucket it rates best before compiling)")  # fmt: skip
     out.append(f"matrix: {plan.size} variants in all (what a tuner compiles)")
-    out.append(
-        f"without a GPU: {model}, then those it picks packed; with --predict heuristic, "
-        f"{heuristic} (the heuristic's pick per bucket, before any fallback for failures)"
-    )
+    out.append(f"without a GPU: {_predicting(plan)}; with --predict heuristic, {heuristic} "
+               "(the heuristic's pick per bucket, before any fallback for failures)")  # fmt: skip
     out.append(cap)
     return "\n".join(out)
+
+
+def _predicting(plan: Plan) -> str:
+    """What a CPU-only build compiles for the cost model, for the kernels it picks for."""
+    if not any(wants(inst) for inst in plan.instances):
+        return "every kernel's recipe asks for the heuristic (predict)"
+    scored = first_pass(plan)
+    if scored is None:
+        return "the learned cost model cannot be used here (lightgbm not installed)"
+    return (f"{scored} variants compiled for the learned cost model to choose from (the "
+            f"{PREFILTER} candidates of each bucket it rates best before compiling), then "
+            "those it picks packed")  # fmt: skip
 
 
 def describe_kernel(insts: list[Instance]) -> list[str]:
