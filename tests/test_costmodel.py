@@ -292,9 +292,8 @@ def test_a_rows_facts_come_from_the_variant_a_call_runs_not_the_generic_one(
 def test_the_generic_variant_is_compiled_for_features_only_where_the_specialized_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The build's features (``compile_for``) and the tuner's order (``compiled_for``)
-    compile the specialized variant, then the generic one only for a config whose
-    specialized variant failed."""
+    """The build's features (``compile_for``) compile the specialized variant, then the
+    generic one only for a config whose specialized variant failed."""
     from aot.compile import Compiled
     from aot.costmodel import table
     from aot.plan import GENERIC
@@ -311,14 +310,6 @@ def test_the_generic_variant_is_compiled_for_features_only_where_the_specialized
     out = table.compile_for(plan, [(inst, fine, bucket)], env_for(tmp_path / "cache"))
     assert batches == [[inst.specs[0]], [GENERIC]]
     assert [r.ok for r in out.values()] == [False, True]
-    asked: list[object] = []
-
-    def result(v):  # type: ignore[no-untyped-def]
-        asked.append(v.spec)
-        return Compiled(v, v.spec != GENERIC)
-
-    table.compiled_for(inst, fine, bucket, result)
-    assert asked == [inst.specs[0]]  # compiled: the generic one is not needed
 
 
 # -- the model -------------------------------------------------------------------------
@@ -575,10 +566,31 @@ def test_the_tuner_measures_candidates_in_the_models_order(
                if m["op"] == "bench"]  # fmt: skip
     first = orders[0]
     assert len(orders) == 2 and first is not None  # one per bucket of the H100
-    assert len(first) == 16  # every candidate compiled
+    assert len(first) == 16  # every candidate, compiled or not yet
     v = benched[0]
     assert (v["meta"]["BLOCK"], v["num_warps"]) == (first[0].values()["BLOCK"],
                                                     first[0].num_warps)  # fmt: skip
+
+
+def test_the_tuners_order_never_waits_for_a_compile(tmp_path: Path) -> None:
+    """Nothing compiled yet: every candidate in the compile-free order (the build's first
+    pass's); one compiled: its facts join its row. A candidate whose specialized variant
+    failed and whose generic one is still compiling comes last."""
+    from aot.compile import Compiled
+    from aot.costmodel.table import variants_for
+
+    _, inst, bucket, configs = _softmax_plan(tmp_path, SPECIALIZED)
+    model = predict.shipped()
+    cold = predict.tuning_order(inst, bucket, lambda v: None)
+    assert cold == predict.shortlist(model, inst, bucket) and len(cold) == len(configs)
+    failed = cold[0]
+    spec, generic = variants_for(inst, failed, bucket)
+    assert spec != generic
+    done = {spec: Compiled(spec, False, reason="does not fit")}
+    warm = predict.tuning_order(inst, bucket, done.get)
+    assert (
+        warm is not None and warm[-1] == failed and sorted(map(str, warm)) == sorted(map(str, cold))
+    )
 
 
 def test_without_lightgbm_a_build_asking_for_the_model_says_why_it_fell_back(

@@ -34,7 +34,7 @@ from ..errors import UsageError
 from ..plan import Config, Instance, Plan, Variant
 from ..select import HEURISTIC, Chooser, Pick
 from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
-from .table import compile_for, compiled_for, rows, variant_for
+from .table import compile_for, rows, variant_for, variants_for
 
 COST_MODEL = "cost-model"
 PREDICTED = f"predicted (cost model v{VERSION})"
@@ -196,14 +196,18 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
 def tuning_order(
     inst: Instance,
     bucket: tuple[int, ...],
-    result: Callable[[Variant], Compiled],
+    ready: Callable[[Variant], Compiled | None],
     model_path: Path | None = None,
     override: str | None = None,
 ) -> list[Config] | None:
-    """For the tuner: the bucket's candidates that compiled, in the model's order, or None
-    where the model cannot be used (the tuner keeps the heuristic's order). Spilling
-    candidates are not demoted here: the GPU measures them, and what it measures decides.
-    ``result`` compiles a variant, or waits for its compile; ``model_path`` as in
+    """For the tuner: the bucket's candidates in the model's order, or None where the
+    model cannot be used (the tuner keeps the heuristic's order). It never waits for a
+    compile: ``ready`` gives a variant's result if its compile has finished, else None,
+    and a candidate not compiled yet is scored with its cubin's features unknown, as the
+    build's first pass scores it (the first bucket of an instance, measured while the
+    rest compiles, mostly so). A candidate with no row (its specialized variant failed,
+    its generic one still compiling) comes last. Spilling candidates are not demoted:
+    the GPU measures them, and what it measures decides. ``model_path`` as in
     ``model_for``; ``override`` as in ``wants``."""
     if not wants(inst, override):
         return None
@@ -211,7 +215,12 @@ def tuning_order(
         model = model_for(model_path)
     except CostModelUnavailable:
         return None
+    candidates = list(inst.candidates(bucket))
     compiled: dict[Variant, Compiled] = {}
-    for c in inst.candidates(bucket):
-        compiled.update(compiled_for(inst, c, bucket, result))
-    return ordered(model, inst, bucket, compiled, spills_last=False) or None
+    for c in candidates:
+        for v in dict.fromkeys(variants_for(inst, c, bucket)):
+            if (r := ready(v)) is not None:
+                compiled[v] = r
+    rw = rows(inst, bucket, inst.target, candidates, compiled, pending=True)
+    first = [rw.configs[i] for i in best_first(model.score(rw.matrix), [False] * len(rw.configs))]
+    return first + [c for c in candidates if c not in set(first)] or None

@@ -16,7 +16,7 @@ compile and fit).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..cache import CompileCache
@@ -78,19 +78,6 @@ def facts_of(c: Compiled) -> Facts | None:
         return None
     return Facts(regs=c.regs, shared=c.shared, local=local_bytes(c.cubin, c.function),
                  warps=c.num_warps)  # fmt: skip
-
-
-def compiled_for(
-    inst: Instance, config: Config, bucket: tuple[int, ...], result: Callable[[Variant], Compiled]
-) -> dict[Variant, Compiled]:
-    """What ``rows`` reads for ``config`` at ``bucket``, from ``result`` (which compiles,
-    or waits for, one variant): the most specialized variant, and the generic one only
-    where that failed."""
-    v, g = variants_for(inst, config, bucket)
-    out = {v: result(v)}
-    if not out[v].ok and v != g:
-        out[g] = result(g)
-    return out
 
 
 def compile_for(

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..compile import CompilePool
+from ..compile import Compiled, CompilePool
 from ..costmodel import predict
 from ..heuristic import rank
-from ..plan import Config, Instance, Plan
+from ..plan import Config, Instance, Plan, Variant
 from ..progress import Progress
 from . import strategies
 from .db import TuningDB
@@ -239,6 +239,11 @@ class Tuner(Measurer):
                     self.measure(inst, bucket, item, worker, kind=FINAL, round_=r)
         look.finalists = finalists
 
+    def _ready(self, inst: Instance, v: Variant) -> Compiled | None:
+        """The variant's compile result if it has finished (never waits), else None."""
+        f = self.pool.submit(inst, v)  # the pool's own future where already submitted
+        return f.result() if f.done() and not f.cancelled() else None
+
     def _search(self, inst: Instance, bucket: tuple[int, ...], ranked: list[Config], *,
                 patience: int, seed: int, warm: list[Config]) -> strategies.Search:  # fmt: skip
         """The recipe's strategy, starting from the learned cost model's order (spilling
@@ -246,7 +251,7 @@ class Tuner(Measurer):
         whose predictor is the heuristic, or where the model cannot be used. The ``model``
         strategy then refits its surrogate to the bucket's measurements as they come."""
         t = inst.kernel.tune
-        learned = predict.tuning_order(inst, bucket, lambda v: self.pool.submit(inst, v).result(),
+        learned = predict.tuning_order(inst, bucket, lambda v: self._ready(inst, v),
                                        self.cost_model, self.predict)  # fmt: skip
         order = ranked if learned is None else learned
         return strategies.make(
