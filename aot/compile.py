@@ -344,14 +344,16 @@ def compile_variants(
     cache: CompileCache,
     jobs: int,
     progress: bool = True,
+    label: str = "compile",
 ) -> dict[Variant, Compiled]:
-    """Compile what is not cached, ``jobs`` at a time. Returns one result per variant."""
+    """Compile what is not cached, ``jobs`` at a time (``label`` names the work on the
+    progress line). Returns one result per variant."""
     with CompilePool(plan, cache, jobs) as pool:
         futures: dict[Variant, cf.Future[Compiled]] = {}
         for inst, var in variants:
             futures.setdefault(var, pool.submit(inst, var))
         pending = [f for f in futures.values() if not f.done()]
-        bar = Progress(len(pending), "compile", enabled=progress)
+        bar = Progress(len(pending), label, enabled=progress)
         for f in cf.as_completed(pending):
             bar.advance("" if f.result().ok else "failed")
         bar.close()

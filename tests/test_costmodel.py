@@ -662,9 +662,9 @@ def test_the_prefilter_compiles_a_shortlist_and_never_ships_a_spill_it_can_avoid
     asked: list[Any] = []
     real = predict.compile_for
 
-    def spy(plan, wanted, env):  # type: ignore[no-untyped-def]
+    def spy(plan, wanted, env, label):  # type: ignore[no-untyped-def]
         asked.extend(c for _, c, _ in wanted)
-        out = real(plan, wanted, env)
+        out = real(plan, wanted, env, label)
         compiled.update(out)
         return out
 

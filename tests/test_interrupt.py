@@ -53,10 +53,13 @@ def _wait_gone(sid: int, seconds: float) -> list[str]:
     return left
 
 
-def _start_build(cache: Path, out: Path) -> subprocess.Popen[str]:
+def _start_build(cache: Path, out: Path, predict: str | None = None) -> subprocess.Popen[str]:
     """``aotc build recipes/example.toml`` in a session of its own (as a terminal's
-    foreground job is), returned once it has cached its first compile."""
+    foreground job is), returned once it has cached its first compile; ``predict`` sets
+    AOTC_PREDICT (else the suite's, tests/conftest.py)."""
     env = {**os.environ, "AOTC_CACHE_DIR": str(cache), "AOTC_JOBS": "2"}
+    if predict is not None:
+        env["AOTC_PREDICT"] = predict
     cmd = [sys.executable, "-m", "aot.cli", "build", "recipes/example.toml", "-o", str(out),
            "--no-progress", "--no-tune"]  # fmt: skip
     proc = subprocess.Popen(
@@ -105,6 +108,38 @@ def test_an_interrupted_build_records_no_failure_leaves_no_worker_and_heals(
     build(ROOT / "recipes" / "example.toml", out, env_for(cache), tmp_path,
           TuneOptions(enabled=False, db=tmp_path / "none.jsonl"))  # fmt: skip
     assert hashlib.sha256(out.read_bytes()).hexdigest() == GOLDEN["example", None]
+
+
+@pytest.mark.parametrize(
+    ("how", "code", "message"),
+    [
+        ("ctrl-c", 130, "aotc: interrupted; nothing was written"),
+        ("sigterm", 143, "aotc: stopped by SIGTERM; nothing was written"),
+    ],
+)
+def test_an_interrupt_while_the_cost_model_compiles_its_shortlists_leaves_nothing(
+    how: str, code: int, message: str, tmp_path: Path
+) -> None:
+    """The default build compiles the cost model's shortlists (its own compile processes)
+    before it packs: an interrupt there exits as promptly, writes nothing, leaves no
+    process and records no failure. (The heal check above runs the heuristic's build:
+    a clean cost-model build of the example compiles for three minutes.)"""
+    cache, out = tmp_path / "cache", tmp_path / "out" / "example.aotc"
+    proc = _start_build(cache, out, predict="cost-model")
+    if how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)
+    else:
+        os.kill(proc.pid, signal.SIGTERM)
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail(f"the build did not exit after {how}: {proc.communicate()}")
+    assert proc.returncode == code, err
+    assert message in err and "Traceback" not in err, err
+    assert _wait_gone(proc.pid, 15) == []
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+    assert [r for r in _records(cache) if not r.get("ok")] == []
 
 
 def test_an_interrupt_during_tuning_records_no_measurement_it_cut_short(

@@ -136,7 +136,8 @@ def compile_shortlists(
     todo, k = list(short), 0
     while todo:
         wanted = [(inst, c, b) for b in todo for c in short[b][k : k + PREFILTER]]
-        compiled.update(compile_for(plan, wanted, env))
+        what = f"cost model: compile {inst.label}'s {'next ' if k else ''}shortlists"
+        compiled.update(compile_for(plan, wanted, env, what))
         k += PREFILTER
         todo = [b for b in todo
                 if k < len(short[b]) and not _settled(inst, b, short[b][:k], compiled)]  # fmt: skip

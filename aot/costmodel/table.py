@@ -84,15 +84,17 @@ def compile_for(
     plan: Plan,
     wanted: Iterable[tuple[Instance, Config, tuple[int, ...]]],
     env: Environment,
+    label: str = "cost model: compile",
 ) -> dict[Variant, Compiled]:
     """Compile the variants the features of ``wanted`` need (cached ones are read back):
-    each one's most specialized variant, then the generic ones of those that failed."""
+    each one's most specialized variant, then the generic ones of those that failed.
+    ``label`` names the work on the progress line."""
     pairs = [(inst, *variants_for(inst, config, bucket)) for inst, config, bucket in wanted]
     cache = CompileCache(env.cache_dir)
 
     def run(jobs: dict[Variant, Instance]) -> dict[Variant, Compiled]:
         return compile_variants(plan, [(i, v) for v, i in jobs.items()], cache=cache,
-                                jobs=env.jobs, progress=env.progress)  # fmt: skip
+                                jobs=env.jobs, progress=env.progress, label=label)  # fmt: skip
 
     first: dict[Variant, Instance] = {}
     for inst, v, _ in pairs:
