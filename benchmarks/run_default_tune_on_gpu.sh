@@ -2,23 +2,12 @@
 # On a GPU machine (issue 19): recipes/example.toml built as a user runs it, the learned
 # cost model the default predictor: the tuner measures matmul's and rmsnorm's candidates
 # in the model's order (patience 30, 15 warm: the recipe names no predictor), and the
-# model picks the buckets no GPU here measures (sm_80's). Where the machine's Python lacks
-# lightgbm, .whl/costmodel/ holds it (`pip download --no-deps lightgbm` for cp312
-# manylinux) and, for lack of scipy, scipy.sparse alone (what lightgbm imports: scipy's
-# top-level modules, _lib and sparse without tests, linalg and csgraph, from the cp312
-# wheel, as scipy-sparse-only.tar.gz: the whole wheel did not fit a device call's 64 MiB).
+# model picks the buckets no GPU here measures (sm_80's). gpu_run.sh installs lightgbm
+# from .whl/costmodel/ where the machine lacks it.
 #   device: carry [".whl"], command: bash benchmarks/run_default_tune_on_gpu.sh
 # $OUT/default-tune.tar.gz: logs/ (summary.txt, build.log), the report and the database.
 W=${W:-/tmp/aotc-default}
 source "$(dirname "$0")/gpu_run.sh"
-if ! python3 -c 'import lightgbm' 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-costmodel \
-    .whl/costmodel/*.whl || exit 1
-  if ! python3 -c 'import scipy.sparse' 2>/dev/null; then
-    tar xzf .whl/costmodel/scipy-sparse-only.tar.gz -C /tmp/site-costmodel || exit 1
-  fi
-  export PYTHONPATH=$PYTHONPATH:/tmp/site-costmodel  # after the machine's own packages
-fi
 python3 -c 'import lightgbm, scipy; print("lightgbm", lightgbm.__version__, "scipy", scipy.__version__)' >> "$S" 2>&1
 export AOTC_TUNE_TIMEOUT=${AOTC_TUNE_TIMEOUT:-30}
 # DB=<a database a run cut short wrote>: this run resumes it (carry its folder too)
