@@ -91,10 +91,12 @@ def ordered(
     compiled: Mapping[Variant, Compiled],
     *,
     spills_last: bool = True,
+    pending: bool = False,
 ) -> list[Config]:
     """The bucket's candidates that compiled, best predicted first; with ``spills_last``
-    (what ships without a GPU), the spilling ones after every one that does not spill."""
-    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled)
+    (what ships without a GPU), the spilling ones after every one that does not spill;
+    with ``pending``, those not compiled yet too, their cubin's features unknown."""
+    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled, pending=pending)
     if not rw.configs:
         return []
     demote = rw.spills if spills_last else (False,) * len(rw.configs)
@@ -104,8 +106,7 @@ def ordered(
 def shortlist(model: Model, inst: Instance, bucket: Bucket) -> list[Config]:
     """Every candidate of the bucket, best predicted first from what is known before
     compiling (what each cubin would say unknown)."""
-    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), {}, pending=True)
-    return [rw.configs[i] for i in best_first(model.score(rw.matrix), [False] * len(rw.configs))]
+    return ordered(model, inst, bucket, {}, spills_last=False, pending=True)
 
 
 def first_pass(plan: Plan) -> int | None:
@@ -222,6 +223,6 @@ def tuning_order(
         for v in dict.fromkeys(variants_for(inst, c, bucket)):
             if (r := ready(v)) is not None:
                 compiled[v] = r
-    rw = rows(inst, bucket, inst.target, candidates, compiled, pending=True)
-    first = [rw.configs[i] for i in best_first(model.score(rw.matrix), [False] * len(rw.configs))]
-    return first + [c for c in candidates if c not in set(first)] or None
+    first = ordered(model, inst, bucket, compiled, spills_last=False, pending=True)
+    scored = set(first)
+    return first + [c for c in candidates if c not in scored] or None
