@@ -403,8 +403,8 @@ def test_the_hopper_recipe_builds_without_a_gpu(tmp_path: Path) -> None:
     persistent = {f"attention_d{d}{c}_gluon_persistent" for d in (64, 128)
                   for c in ("", "_causal")}  # fmt: skip
     assert set(by_name) == {"matmul_tma", "matmul_tma_splitk", "matmul_tma_device", "matmul_ws",
-                            *attention,
-                            *persistent}  # fmt: skip
+                            *attention, *persistent,
+                            "attention_d64_gluon_3wg"}  # fmt: skip
     for k in by_name.values():
         for inst in k.instances:
             for v in inst.variants.values():
@@ -468,3 +468,36 @@ def test_a_gluon_kernel_builds_and_launches_with_its_layouts(fake: FakeLib, tmp_
     launch = fake.launches[-1]
     assert launch.grid == (8, 2, 1) and launch.block == 12 * 32
     assert [m[2] for m in fake.tensor_maps] == [0x1000000, 0x2000000, 0x3000000, 0x4000000]
+
+
+def test_three_warp_group_attention_builds_and_launches(fake: FakeLib, tmp_path: Path) -> None:
+    # recipes/hopper/attention_gluon_3wg.py: three computing partitions of 4 warps and a load
+    # warp (16 warps launched, the last group padded), Q and O described in blocks of
+    # BLOCK_M // 3 = 64 rows. The grid is persistent over 192-row tiles, the last of each
+    # head reaching past N_CTX; N_CTX needs only be a multiple of 64, and is refused
+    # otherwise.
+    shutil.copytree(HOPPER, tmp_path / "hopper")
+    recipe = GLUON_RECIPE.replace(
+        "attention_gluon.py:attn_fwd_ws2", "attention_gluon_3wg.py:attn_fwd_ws3p"
+    )
+    recipe = recipe.replace('grid = ["cdiv(N_CTX, BLOCK_M)", "Z * H"]',
+                            'grid = "min(NUM_SMS, cdiv(N_CTX, BLOCK_M) * Z * H)"\n'
+                            'constraints = ["N_CTX % (BLOCK_M // 3) == 0"]')  # fmt: skip
+    recipe = recipe.replace(
+        "HEAD_DIM = 128, CAUSAL = false, BLOCK_M = 128, BLOCK_N = 128, STAGES = 2",
+        "HEAD_DIM = 64, REGS = 160, BLOCK_M = 192, BLOCK_N = 64, STAGES = 8",
+    )
+    recipe = recipe.replace('"BLOCK_M // 2"', '"BLOCK_M // 3"')
+    (tmp_path / "g.toml").write_text(recipe)
+    build(tmp_path / "g.toml", tmp_path / "g.aotc", env_for(tmp_path / "cache"), tmp_path)
+    kernel = loader.open(tmp_path / "g.aotc")["attention"]
+    q, k, v, o = (Tensor(0x1000000 * (i + 1), (2 * 1024, 64)) for i in range(4))
+    variant = kernel.variant_for(q, k, v, o, 0.125, 1, 2, 1024)
+    assert variant.num_warps == 16
+    assert [d.block for d in variant.descriptors] == [(64, 64)] * 4
+    kernel(q, k, v, o, 0.125, 1, 2, 1024)
+    launch = fake.launches[-1]
+    assert launch.grid == (12, 1, 1) and launch.block == 16 * 32  # 6 tiles a head, 2 heads
+    q, k, v, o = (Tensor(0x1000000 * (i + 1), (2 * 1000, 64)) for i in range(4))
+    with pytest.raises(ArgumentError, match="N_CTX"):
+        kernel(q, k, v, o, 0.125, 1, 2, 1000)
