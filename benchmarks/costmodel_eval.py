@@ -49,7 +49,8 @@ HOPPER = ("hopper.tunedb.jsonl.gz", "splitk/splitk.tunedb.jsonl.gz",
           "attention-gluon/attention-gluon.tunedb.jsonl.gz",
           "attention-gluon-persistent/attention-gluon-persistent.tunedb.jsonl.gz",
           "attention-pairs/attention-pairs.tunedb.jsonl.gz",
-          "matmul-ws/matmul-ws.tunedb.jsonl.gz")  # fmt: skip
+          "matmul-ws/matmul-ws.tunedb.jsonl.gz",
+          "attention-3wg/attention-3wg.tunedb.jsonl.gz")  # fmt: skip
 
 
 def databases(data: Path) -> list[Path]:
