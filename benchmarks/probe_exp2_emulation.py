@@ -87,13 +87,19 @@ def _stats(s, m_i, j, diag_block, offs_m, qk_scale, BLOCK_N: gl.constexpr, CAUSA
 
 
 @gluon.jit
+def _finish(p, m_i, l_i, m_new):
+    # _softmax's return: the probabilities, the old rows' rescale and the new row statistics
+    alpha = gl.exp2(m_i - m_new)
+    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+
+
+@gluon.jit
 def _softmax_emu4(s, m_i, l_i, j, diag_block, offs_m, qk_scale,
                   BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     x, m_new = _stats(s, m_i, j, diag_block, offs_m, qk_scale, BLOCK_N, CAUSAL)
     p = gl.inline_asm_elementwise(EMU4, CONSTRAINTS4, [x], dtype=gl.float32, is_pure=True,
                                   pack=4)  # fmt: skip
-    alpha = gl.exp2(m_i - m_new)
-    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+    return _finish(p, m_i, l_i, m_new)
 
 
 @gluon.jit
@@ -102,17 +108,14 @@ def _softmax_emu2(s, m_i, l_i, j, diag_block, offs_m, qk_scale,
     x, m_new = _stats(s, m_i, j, diag_block, offs_m, qk_scale, BLOCK_N, CAUSAL)
     p = gl.inline_asm_elementwise(EMU2, CONSTRAINTS2, [x], dtype=gl.float32, is_pure=True,
                                   pack=2)  # fmt: skip
-    alpha = gl.exp2(m_i - m_new)
-    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+    return _finish(p, m_i, l_i, m_new)
 
 
 @gluon.jit
 def _softmax_noexp(s, m_i, l_i, j, diag_block, offs_m, qk_scale,
                    BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):  # fmt: skip
     x, m_new = _stats(s, m_i, j, diag_block, offs_m, qk_scale, BLOCK_N, CAUSAL)
-    p = x * 0.0625 + 1.0  # not exp2: the cost of the rest without the SFU
-    alpha = gl.exp2(m_i - m_new)
-    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+    return _finish(x * 0.0625 + 1.0, m_i, l_i, m_new)  # not exp2: the rest without the SFU
 
 
 SOFTMAX = {"emu4": _softmax_emu4, "emu2": _softmax_emu2, "noexp": _softmax_noexp}
