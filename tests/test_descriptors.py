@@ -474,7 +474,7 @@ def test_three_warp_group_attention_builds_and_launches(fake: FakeLib, tmp_path:
     # recipes/hopper/attention_gluon_3wg.py: three computing partitions of 4 warps and a load
     # warp (16 warps launched, the last group padded), Q and O described in blocks of
     # BLOCK_M // 3 = 64 rows. The grid is persistent over 192-row tiles, the last of each
-    # head reaching past N_CTX; N_CTX needs only be a multiple of 64, and is refused
+    # head reaching past N_CTX; N_CTX need only be a multiple of 64, and is refused
     # otherwise.
     shutil.copytree(HOPPER, tmp_path / "hopper")
     recipe = GLUON_RECIPE.replace(
