@@ -19,7 +19,6 @@ checked against SDPA's:
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from pathlib import Path
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.probe_attention_regs import probe
-from benchmarks.probe_gluon_attention import gluon_descriptors
+from benchmarks.probe_gluon_attention import persistent
 from benchmarks.probe_splitk import HOPPER
 
 sys.path.insert(0, str(HOPPER))  # the recipe's kernel files import each other by name
@@ -38,16 +37,9 @@ from attention_gluon_persistent import attn_fwd_ws2p
 
 def runner(cfg: tuple, q, k, v, o, causal: bool):
     kind, bm, bn, stages, regs = cfg
-    z, h, n, d = q.shape
-    units = -(-n // bm) * z * h
-    descs = gluon_descriptors(q, k, v, o, bm // (3 if kind == "ws3p" else 2), bn)
     if kind == "ws3p":
-        return functools.partial(attn_fwd_ws3p[(min(132, units),)], *descs, d**-0.5, z, h, n,
-                                 HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
-                                 REGS=regs, num_warps=4)  # fmt: skip
-    return functools.partial(attn_fwd_ws2p[(min(132, units),)], *descs, d**-0.5, z, h, n,
-                             HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
-                             CAUSAL=False, num_warps=4)  # fmt: skip
+        return persistent(attn_fwd_ws3p, q, k, v, o, False, bm, bn, stages, bm // 3, REGS=regs)
+    return persistent(attn_fwd_ws2p, q, k, v, o, False, bm, bn, stages, bm // 2, CAUSAL=False)
 
 
 def label(cfg: tuple) -> str:

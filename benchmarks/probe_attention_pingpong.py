@@ -22,7 +22,6 @@ each output is checked against SDPA's:
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 from pathlib import Path
@@ -30,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.probe_attention_regs import probe
-from benchmarks.probe_gluon_attention import gluon_descriptors
+from benchmarks.probe_gluon_attention import persistent
 from benchmarks.probe_splitk import HOPPER
 
 sys.path.insert(0, str(HOPPER))  # the recipe's kernel files import each other by name
@@ -174,14 +173,8 @@ def attn_fwd_pp(q_desc, k_desc, v_desc, o_desc, sm_scale, Z, H, N_CTX,
 
 def runner(cfg: tuple, q, k, v, o, causal: bool):
     kind, bm, bn, stages = cfg
-    z, h, n, d = q.shape
-    n_m = -(-n // bm)
-    units = (n_m + 1) // 2 * z * h if causal else n_m * z * h
     kernel = attn_fwd_pp if kind == "pp" else attn_fwd_ws2p
-    descs = gluon_descriptors(q, k, v, o, bm // 2, bn)
-    return functools.partial(kernel[(min(132, units),)], *descs, d**-0.5, z, h, n,
-                             HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
-                             CAUSAL=causal, num_warps=4)  # fmt: skip
+    return persistent(kernel, q, k, v, o, causal, bm, bn, stages, bm // 2, CAUSAL=causal)
 
 
 def label(cfg: tuple) -> str:

@@ -37,7 +37,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 
 from benchmarks.probe_attention_regs import probe
-from benchmarks.probe_gluon_attention import gluon_descriptors
+from benchmarks.probe_gluon_attention import persistent
 from benchmarks.probe_splitk import HOPPER, hopper_module
 
 # 2**x for x <= 0 on the FMA units: t = max(x, -126); j = floor(t) (adding 1.5 * 2**23
@@ -140,14 +140,8 @@ def kernels(variant: str):
 
 def runner(cfg: tuple, q, k, v, o, causal: bool):
     variant, bm, bn, stages = cfg
-    z, h, n, d = q.shape
-    n_m = -(-n // bm)
-    units = (n_m + 1) // 2 * z * h if causal else n_m * z * h
-    grid = (min(132, units),)
-    descs = gluon_descriptors(q, k, v, o, bm // 2, bn)
-    return functools.partial(kernels(variant).attn_fwd_ws2p[grid], *descs, d**-0.5, z, h, n,
-                             HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages,
-                             CAUSAL=causal, num_warps=4)  # fmt: skip
+    return persistent(kernels(variant).attn_fwd_ws2p, q, k, v, o, causal, bm, bn, stages,
+                      bm // 2, CAUSAL=causal)  # fmt: skip
 
 
 def label(cfg: tuple) -> str:

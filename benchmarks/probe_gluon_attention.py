@@ -68,6 +68,20 @@ def gluon_descriptors(q, k, v, o, block_m: int, block_n: int) -> tuple:
     return flat(q, block_m), flat(k, block_n), flat(v, block_n), flat(o, block_m)
 
 
+def persistent(kernel, q, k, v, o, causal: bool, bm: int, bn: int, stages: int, rows: int,
+               **meta):  # fmt: skip
+    """A persistent Gluon attention's call (recipes/hopper/attention_gluon_persistent.py and
+    its variants): min(132, units) programs, a unit one query tile of ``bm`` rows (causal:
+    two), Q and O described in blocks of ``rows``; ``meta``: the kernel's other constexprs."""
+    z, h, n, d = q.shape
+    n_m = -(-n // bm)
+    units = (n_m + 1) // 2 * z * h if causal else n_m * z * h
+    descs = gluon_descriptors(q, k, v, o, rows, bn)
+    return functools.partial(kernel[(min(132, units),)], *descs, d**-0.5, z, h, n,
+                             HEAD_DIM=d, BLOCK_M=bm, BLOCK_N=bn, STAGES=stages, num_warps=4,
+                             **meta)  # fmt: skip
+
+
 def runner(cfg: tuple, q, k, v, o, causal: bool):
     if not isinstance(cfg[0], str):
         return _runner(cfg, q, k, v, o, causal)
