@@ -1,7 +1,8 @@
 # Sourced by the one-call GPU scripts (run_hopper_on_gpu.sh, run_decode_on_gpu.sh,
 # run_example_op_on_gpu.sh, ...) after they set W (their work folder): makes $OUT and
-# $W/logs, installs the carried zstandard wheel and lightgbm where the machine lacks them, points Python at this
-# checkout and aotc's cache into $W, starts the summary $S with the GPU's name, and defines
+# $W/logs, installs the carried zstandard wheel and lightgbm where the machine lacks them,
+# points Python at this checkout and aotc's cache into $W, starts the summary $S with the
+# GPU's name, and defines
 #   stage NAME SECONDS COMMAND...   run with a time limit into $W/logs/NAME.log, and note
 #                                   its exit code, time and last line in the summary.
 set -uo pipefail
