@@ -172,6 +172,21 @@ def _bias_gelu(mods: dict[str, ModuleType], M: int, N: int, dtype: str, block: i
     )
 
 
+def _qk_norm(mods: dict[str, ModuleType], name: str, rows: int, dtype: str, br: int) -> float:
+    return _error(
+        _launch(
+            mods,
+            "qk_norm",
+            name,
+            "qk_norm",
+            {"n_rows": rows},
+            dtype,
+            (_cdiv(rows, br),),
+            {"HEAD_DIM": 128 if name.endswith("d128") else 64, "BLOCK_R": br, "num_warps": 2},
+        )
+    )
+
+
 def _transpose(mods: dict[str, ModuleType], M: int, N: int, dtype: str, bm: int, bn: int) -> float:
     return _error(
         _launch(
@@ -243,6 +258,9 @@ for _dt in ("fp16", "bf16"):
         CASES[f"{_name}-{_dt}"] = partial(
             _attention, name=_name, bh=2, n=70, dtype=_dt, bm=32, bn=16
         )
+    # 13 rows: a ragged last block of rows
+    CASES[f"qk-norm-d128-{_dt}"] = partial(_qk_norm, name="qk_norm_d128", rows=13, dtype=_dt, br=4)
+    CASES[f"qk-norm-d64-{_dt}"] = partial(_qk_norm, name="qk_norm_d64", rows=13, dtype=_dt, br=8)
     CASES[f"bmm-{_dt}"] = partial(_bmm, B=2, M=20, N=48, K=40, dtype=_dt, blocks=(16, 32, 16))
 CASES["row-stats-ties-fp16"] = partial(_row_stats, M=5, N=1000, dtype="fp16", bm=2, bn=256)
 CASES["row-stats-one-row-per-program-bf16"] = partial(
@@ -267,6 +285,7 @@ def _modules() -> dict[str, Any]:
         "transpose",
         "attention",
         "bmm",
+        "qk_norm",
     )
     mods = {s: _load(TRAINING / f"{s}.py", f"training_{s}") for s in stems}
     return {**mods, "ref": _load(TRAINING / "reference.py", "training_reference")}
@@ -367,6 +386,16 @@ COMPILES = {
         {"BLOCK_M": 32, "BLOCK_N": 64, "BLOCK_K": 64},
         4,
         3,
+    ),
+    "qk_norm": (
+        "qk_norm",
+        "qk_norm",
+        "qk_norm_d128",
+        {"n_rows": 64},
+        "bf16",
+        {"HEAD_DIM": 128, "BLOCK_R": 8},
+        1,
+        1,
     ),
 }
 _TYPES = {

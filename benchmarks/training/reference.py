@@ -142,6 +142,33 @@ def transpose_reference(x, out, M, N, stride_xm, stride_om):  # type: ignore[no-
     return {"out_ptr": x.double().t()}
 
 
+# -- per-head RMSNorm (QK norm) ---------------------------------------------------------------
+
+QK_EPS = 1e-6
+
+
+def _qk_norm_inputs(head_dim: int):  # type: ignore[no-untyped-def]
+    def inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-untyped-def]
+        rows = sizes["n_rows"]
+        dt = _dtype(dtypes)
+        x = _randn((rows, head_dim), dt, device, 2.0)
+        w = _randn((head_dim,), dt, device)
+        y = _empty((rows, head_dim), dt, device)
+        return [x, w, y, rows, QK_EPS]
+
+    return inputs
+
+
+def _qk_norm_reference(x, w, y, n_rows, eps):  # type: ignore[no-untyped-def]
+    xd = x.double()
+    return {"y_ptr": xd * torch.rsqrt((xd * xd).mean(dim=-1, keepdim=True) + eps) * w.double()}
+
+
+qk_norm_d128_inputs = _qk_norm_inputs(128)
+qk_norm_d64_inputs = _qk_norm_inputs(64)
+qk_norm_d128_reference = qk_norm_d64_reference = _qk_norm_reference
+
+
 # -- attention forward ----------------------------------------------------------------------
 
 
