@@ -43,8 +43,9 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -132,17 +133,33 @@ def evaluate(lib: str, recipes: list[Path], env: Environment) -> tuple[list[Buck
 
 def whole_space_picks(r: Resolved, timed: Collection[str], env: Environment) -> tuple[bool, bool]:
     """Whether the model's and the heuristic's picks over the bucket's whole space (what
-    a CPU-only build ships) were among the configs timed. Compiles the untimed ones."""
-    from aot.costmodel.predict import ordered, shipped
-    from aot.costmodel.table import compile_for
+    a CPU-only build ships) were among the configs timed. The model's is the build's own
+    first choice (``predict.chooser``: every bucket's shortlist scored before compiling,
+    all of them compiled at once, each bucket scored again with what is known), which can
+    differ from its pick with every candidate compiled."""
     from aot.heuristic import rank
 
     heuristic = rank(r.inst, r.bucket)[0].id in timed
     if set(r.configs) <= set(timed):
         return True, heuristic
-    wanted = [(r.inst, c, r.bucket) for c in r.configs.values()]
-    picks = ordered(shipped(), r.inst, r.bucket, compile_for(r.plan, wanted, env))
-    return bool(picks) and picks[0].id in timed, heuristic
+    picks = _build_chooser(r.plan, env)(r.inst, r.bucket)
+    return bool(picks) and picks[0].config.id in timed, heuristic
+
+
+_CHOOSERS: dict[int, Any] = {}
+
+
+def _build_chooser(plan: Any, env: Environment) -> Any:
+    """The chooser a CPU-only build of ``plan`` uses, one per plan (it compiles each
+    instance's shortlists on first use)."""
+    from aot.costmodel import predict
+    from aot.kernels import cached_ranker
+    from aot.select import heuristic_chooser
+
+    if id(plan) not in _CHOOSERS:
+        fallback = heuristic_chooser(cached_ranker(plan))
+        _CHOOSERS[id(plan)] = predict.chooser(plan, replace(env, predict="cost-model"), fallback)
+    return _CHOOSERS[id(plan)]
 
 
 def summary(bs: list[Bucket]) -> dict:
