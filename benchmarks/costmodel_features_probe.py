@@ -1,6 +1,7 @@
 """Would more features bring the cost model's leave-one-kernel-out misses within 1.25×?
 
     python benchmarks/costmodel_features_probe.py [loads other warps_per_sm loads+other ...]
+    python benchmarks/costmodel_features_probe.py smem_sm kinds
 
 Each argument is a set of candidate columns (joined by "+") appended to the shipped
 features; for each set, leave-one-kernel-out is run as benchmarks/costmodel_eval.py runs
@@ -17,14 +18,26 @@ The candidates, from what the misses looked like (benchmarks/RESULTS.md, issue 1
   block (GROUP_SIZE_M, which no feature sees, and the MoE's tied rows);
 - ``warps_per_sm``: log2 of the warps the grid launches per SM (few programs with many
   warps, as in paged_decode_reduce, where one warp is fastest).
+
+Added later (the fourteenth session, after the 4-stage attention picks):
+
+- ``smem_sm``: shared memory a block uses times the blocks resident per SM, over the SM's:
+  the pipeline buffers in flight on an SM;
+- ``kinds``: what the kernel is made of, from its source and the jit functions it calls
+  (no compiling): whether it calls ``dot`` (or a Gluon MMA), a reduction, a
+  transcendental, an atomic, and whether it loops; the same for every config of a kernel,
+  so they only condition the other columns on the kind of kernel.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 import math
 import statistics
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,6 +49,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from costmodel_eval import DBS, RECIPES  # noqa: E402
 
 from aot.costmodel import dataset  # noqa: E402
+from aot.costmodel.data import Catalog  # noqa: E402
+from aot.costmodel.dataset import Example  # noqa: E402
 from aot.costmodel.evaluate import Scored, leave_one_out  # noqa: E402
 from aot.costmodel.features import NAMES  # noqa: E402
 from aot.env import from_environ  # noqa: E402
@@ -50,20 +65,63 @@ def _other(c: Config, row: Sequence[float]) -> float:
     return math.log2(math.prod(vals)) if vals else 0.0
 
 
-CANDIDATES: dict[str, Callable[[Config, Sequence[float]], float]] = {
-    "loads": lambda c, r: r[AT["log2_bytes_per_program"]] - r[AT["log2_block"]],
-    "other": _other,
-    "warps_per_sm": lambda c, r: (
+# what a kernel's source calls, by kind: the attribute or name of the call
+CALLS = {"dot": {"dot", "dot_scaled", "warpgroup_mma", "mma_v2", "tcgen05_mma"},
+         "reduce": {"sum", "max", "min", "argmax", "argmin", "reduce", "cumsum",
+                    "associative_scan"},
+         "math": {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sigmoid", "tanh",
+                  "erf"}}  # fmt: skip
+MIX: dict[str, set[str]] = {}  # a kernel's source hash: the kinds of call it makes
+
+
+def _trees(fn: object, seen: set[object]) -> list[ast.AST]:
+    """The syntax trees of a jit function and of the jit functions it calls by name."""
+    while hasattr(fn, "fn") and not inspect.isfunction(fn):
+        fn = fn.fn
+    if not inspect.isfunction(fn) or fn in seen:
+        return []
+    seen.add(fn)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    called = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & fn.__globals__.keys()
+    jit = [fn.__globals__[n] for n in sorted(called) if hasattr(fn.__globals__[n], "fn")]
+    return [tree, *(t for f in jit for t in _trees(f, seen))]
+
+
+def op_mix(fn: object) -> set[str]:
+    """The kinds of call ``fn`` makes: those of ``CALLS``, "atomic", and "loop"."""
+    kinds: set[str] = set()
+    for node in (n for t in _trees(fn, set()) for n in ast.walk(t)):
+        if isinstance(node, (ast.For, ast.While)):
+            kinds.add("loop")
+        f = node.func if isinstance(node, ast.Call) else None
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        kinds |= {k for k, names in CALLS.items() if name in names}
+        if name.startswith("atomic"):
+            kinds.add("atomic")
+    return kinds
+
+
+def _kind(kind: str) -> Callable[[Example, Config, Sequence[float]], float]:
+    return lambda e, c, r: float(kind in MIX[e.family])
+
+
+CANDIDATES: dict[str, Callable[[Example, Config, Sequence[float]], float]] = {
+    "loads": lambda e, c, r: r[AT["log2_bytes_per_program"]] - r[AT["log2_block"]],
+    "other": lambda e, c, r: _other(c, r),
+    "warps_per_sm": lambda e, c, r: (
         r[AT["log2_programs"]] + math.log2(c.num_warps) - r[AT["log2_sms"]]
     ),
+    "smem_sm": lambda e, c, r: r[AT["shared_frac"]] * r[AT["blocks_per_sm"]],
+    **{f"kind_{k}": _kind(k) for k in (*CALLS, "atomic", "loop")},
 }
+SETS = {"kinds": [f"kind_{k}" for k in (*CALLS, "atomic", "loop")]}  # shorthands
 
 
 def extended(ds: dataset.Dataset, names: Sequence[str]) -> dataset.Dataset:
     """``ds`` with the candidate columns ``names`` appended to every row."""
     examples = []
     for e in ds.examples:
-        matrix = tuple(tuple(row) + tuple(CANDIDATES[n](c, row) for n in names)
+        matrix = tuple(tuple(row) + tuple(CANDIDATES[n](e, c, row) for n in names)
                        for c, row in zip(e.rows.configs, e.rows.matrix, strict=True))  # fmt: skip
         examples.append(dataclasses.replace(e, rows=dataclasses.replace(e.rows, matrix=matrix)))
     return dataclasses.replace(ds, examples=tuple(examples))
@@ -80,10 +138,13 @@ def report(results: list[Scored], label: str, seconds: float) -> None:
 
 
 def main() -> None:
-    sets = [[n for n in arg.split("+") if n] for arg in sys.argv[1:]]
+    sets = [[m for n in arg.split("+") if n for m in SETS.get(n, [n])] for arg in sys.argv[1:]]
     unknown = {n for s in sets for n in s} - CANDIDATES.keys()
     if unknown:
-        sys.exit(f"unknown candidates {sorted(unknown)}; known: {sorted(CANDIDATES)}")
+        sys.exit(f"unknown candidates {sorted(unknown)}; known: {sorted(CANDIDATES)}, "
+                 f"{sorted(SETS)}")  # fmt: skip
+    for plan in Catalog(RECIPES).plans:
+        MIX.update({s.cache_key: op_mix(s.fn) for s in plan.sources.values()})
     ds = dataset.load(DBS, RECIPES, from_environ())
     for names in [[], *sets]:
         start = time.monotonic()
