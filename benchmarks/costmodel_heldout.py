@@ -45,13 +45,14 @@ import tempfile
 from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from aot.costmodel.data import Resolved  # noqa: E402
 from aot.env import Environment, from_environ  # noqa: E402
+from aot.plan import Plan  # noqa: E402
+from aot.select import Chooser, heuristic_chooser  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data"
 HELDOUT = ROOT / "benchmarks" / "heldout"
@@ -146,15 +147,14 @@ def whole_space_picks(r: Resolved, timed: Collection[str], env: Environment) -> 
     return bool(picks) and picks[0].config.id in timed, heuristic
 
 
-_CHOOSERS: dict[int, Any] = {}
+_CHOOSERS: dict[int, Chooser] = {}
 
 
-def _build_chooser(plan: Any, env: Environment) -> Any:
+def _build_chooser(plan: Plan, env: Environment) -> Chooser:
     """The chooser a CPU-only build of ``plan`` uses, one per plan (it compiles each
     instance's shortlists on first use)."""
     from aot.costmodel import predict
     from aot.kernels import cached_ranker
-    from aot.select import heuristic_chooser
 
     if id(plan) not in _CHOOSERS:
         fallback = heuristic_chooser(cached_ranker(plan))
