@@ -5,10 +5,7 @@ passes over every bucket's shortlist), not the model's pick with every candidate
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -19,6 +16,7 @@ from aot.recipe import load
 from loader.format import BundleFile
 from loader.manifest import Manifest
 from tests.conftest import env_for
+from tests.modules import load_module
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,17 +53,6 @@ num_stages = [1]
 """
 
 
-def _heldout() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "bench_costmodel_heldout", ROOT / "benchmarks" / "costmodel_heldout.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_pick_checked_for_having_been_timed_is_the_one_the_build_ships(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -82,7 +69,7 @@ def test_the_pick_checked_for_having_been_timed_is_the_one_the_build_ships(
     with BundleFile(result.bundle) as bf:
         shipped = {c.bucket: c.config for c in Manifest.from_json(bf.manifest).kernels[0]
                    .instances[0].choices}  # fmt: skip
-    heldout = _heldout()
+    heldout = load_module(ROOT / "benchmarks" / "costmodel_heldout.py", "bench_costmodel_heldout")
     plan = make_plan(load(tmp_path / "r.toml"))
     (inst,) = plan.instances
     for bucket in inst.buckets:

@@ -14,7 +14,6 @@ device too; autotune's pruning and the MoE alignment keep their promises.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import sys
 import tomllib
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.interpreted import run as interpreted_run
+from tests.modules import load_module
 
 torch = pytest.importorskip("torch", reason="the gallery's interpreted checks need torch")
 pytest.importorskip("triton", reason="the gallery's interpreted checks need triton")
@@ -52,12 +52,7 @@ def _load_reference(name: str) -> Any:
     """recipes/gallery/reference.py, under its own module name (its folder importable)."""
     if str(GALLERY) not in sys.path:
         sys.path.insert(0, str(GALLERY))
-    spec = importlib.util.spec_from_file_location(name, GALLERY / "reference.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(GALLERY / "reference.py", name)
 
 
 @pytest.fixture(scope="module")

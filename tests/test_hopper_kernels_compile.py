@@ -11,7 +11,6 @@ real sizes is benchmarks/hopper_jit_check.py.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -24,6 +23,7 @@ import pytest
 
 from tests.interpreted import child as interpreted_child
 from tests.interpreted import run as interpreted_run
+from tests.modules import load_module
 
 triton = pytest.importorskip("triton", reason="the Hopper kernels need triton")
 
@@ -34,11 +34,7 @@ needs_ptxas = pytest.mark.skipif(not PTXAS.exists(), reason="Triton's ptxas is n
 
 
 def _load(name: str, as_name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(as_name, HOPPER / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_module(HOPPER / f"{name}.py", as_name)
 
 
 # -- compiled for sm_90 ------------------------------------------------------------------

@@ -10,7 +10,6 @@ benchmarks/costmodel_eval.py must take the training databases when they exist.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import math
@@ -25,21 +24,13 @@ import pytest
 
 from tests.interpreted import child as interpreted_child
 from tests.interpreted import run as interpreted_run
+from tests.modules import load_module as _load
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING = ROOT / "benchmarks" / "training"
 RECIPES = sorted(TRAINING.glob("*.toml"))
 RESULTS_MARK = "TRAINING-INTERPRETED "
 TOL = {"fp16": 3e-3, "bf16": 2e-2, "fp32": 1e-5}
-
-
-def _load(path: Path, as_name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(as_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[as_name] = module  # dataclasses look their module up while it runs
-    spec.loader.exec_module(module)
-    return module
 
 
 # -- run by the interpreter -------------------------------------------------------------
