@@ -9,12 +9,13 @@ with the heuristic's picks."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.modules import load_module
 
 pytestmark = pytest.mark.gpu
 
@@ -30,10 +31,7 @@ def decode(given_or_built: Callable[..., Path]) -> Any:
 
     path = given_or_built(RECIPE, "AOTC_TEST_DECODE_BUNDLE")
     torch.cuda.init()  # type: ignore[no-untyped-call]
-    spec = importlib.util.spec_from_file_location("decode_calls", ROOT / "recipes/decode/calls.py")
-    assert spec is not None and spec.loader is not None
-    calls = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(calls)
+    calls = load_module(ROOT / "recipes/decode/calls.py", "decode_calls")
     return loader.open(path), calls
 
 
@@ -106,10 +104,7 @@ def test_moe_up_matches_float64(decode: Any, dtype: str, pairs: int) -> None:
 def step(decode: Any) -> Any:
     """recipes/decode/step.py, its weights on the GPU, and the bundle's decode_step bound to
     them."""
-    spec = importlib.util.spec_from_file_location("decode_step", ROOT / "recipes/decode/step.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(ROOT / "recipes/decode/step.py", "decode_step")
     weights = module.make_weights("cuda")
     return module, weights, decode[0].pipeline("decode_step", **weights)
 

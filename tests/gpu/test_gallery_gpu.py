@@ -18,7 +18,6 @@ holding ``<recipe>.aotc`` for each recipe (e.g. the one benchmarks/gallery_bench
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from collections.abc import Iterator
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.modules import load_module
 
 pytestmark = pytest.mark.gpu
 
@@ -37,13 +38,7 @@ def _load_reference() -> Any:
     if str(GALLERY) not in sys.path:
         sys.path.insert(0, str(GALLERY))
     name = "gallery_reference_gpu"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, GALLERY / "reference.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
+    return sys.modules.get(name) or load_module(GALLERY / "reference.py", name)
 
 
 def _kernel_names() -> list[str]:

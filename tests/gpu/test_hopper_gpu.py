@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.modules import load_module
+
 pytestmark = pytest.mark.gpu
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -289,16 +291,11 @@ def shipped(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def test_a_tutorial_style_kernel_matches_its_own_wrapper(shipped: Any, dtype: str, m: int) -> None:
     """The bundle, called with the author's TensorDescriptors, against the author's own
     wrapper (Triton's JIT and autotuner) and float64."""
-    import importlib.util
-
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
 
     bundle, root = shipped
-    spec = importlib.util.spec_from_file_location("tma_tutorial", root / "tma_tutorial.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_module(root / "tma_tutorial.py", "tma_tutorial")
     n = k = 4096
     a = torch.randn(m, k, device="cuda", dtype=_dt(dtype))
     b = torch.randn(k, n, device="cuda", dtype=_dt(dtype)) / k**0.5
