@@ -1,6 +1,6 @@
 """The learned cost model on the CPU, from the committed H200 measurements (issue 19).
 
-    python benchmarks/costmodel_eval.py [--json out.json] [--seeds 20]
+    python benchmarks/costmodel_eval.py [--json out.json] [--seeds 20] [--add DB ...]
 
 1. Leave-one-kernel-out: for each kernel (a source hash) held out, a model trained on all
    the other kernels' buckets picks each held-out bucket's config (the best-scored one that
@@ -18,9 +18,12 @@
 The training kernels' databases (benchmarks/data/h200-training/*.tunedb.jsonl.gz, measured
 densely by benchmarks/run_training_on_gpu.sh) join both the training and the held-out
 sets when they are there; leave-one-kernel-out holds each of them out in turn like any
-other kernel. Compiles every timed config's variant that calls at its bucket run (the most
-specialized one; the generic one where that fails) once: about 1200 variants without them,
-through the compile cache (AOTC_CACHE_DIR); needs lightgbm. No GPU.
+other kernel. ``--add`` joins more databases to both, such as a candidate training kernel's
+(benchmarks/data/h200-training-candidates/: measured, and left out of the training set
+after this evaluation; its README says why). Compiles every timed config's variant that
+calls at its bucket run (the most specialized one; the generic one where that fails) once:
+about 1200 variants without them, through the compile cache (AOTC_CACHE_DIR); needs
+lightgbm. No GPU.
 """
 
 from __future__ import annotations
@@ -73,8 +76,8 @@ def databases(data: Path) -> list[Path]:
 
 def recipes(dbs: list[Path]) -> list[Path]:
     """The recipes that resolve ``dbs``: the training folder only when a training database
-    is among them (planning it imports its kernels)."""
-    training = any(db.parent.name == "h200-training" for db in dbs)
+    (or a candidate's) is among them (planning it imports its kernels)."""
+    training = any(db.parent.name.startswith("h200-training") for db in dbs)
     return [ROOT / "benchmarks" / "recipes" / "exhaustive.toml", ROOT / "recipes" / "example.toml",
             ROOT / "recipes" / "mlp.toml", ROOT / "recipes" / "gallery",
             ROOT / "tests" / "data" / "shipped" / "shipped.toml", ROOT / "recipes" / "decode.toml",
@@ -191,13 +194,22 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--buckets", action="store_true", help="print every bucket")
+    ap.add_argument(
+        "--add",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DB",
+        help="another database to train and evaluate on (repeatable)",
+    )
     args = ap.parse_args()
+    dbs = [*DBS, *args.add]
 
     from aot.costmodel import dataset
     from aot.costmodel.evaluate import buckets, leave_one_out, table
     from aot.env import from_environ
 
-    ds = dataset.load(DBS, RECIPES, from_environ())
+    ds = dataset.load(dbs, recipes(dbs), from_environ())
     results = leave_one_out(ds)
     print(f"leave-one-kernel-out: {len({e.family for e in ds.examples})} kernels, "
           f"{len(results)} buckets scored ({len(ds.examples)} with duplicates, "

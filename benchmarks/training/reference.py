@@ -236,3 +236,20 @@ def bmm_inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-un
 
 def bmm_reference(a, w, bias, out, M, N, K, alpha, *strides):  # type: ignore[no-untyped-def]
     return {"out_ptr": alpha * (a.double() @ w.double()) + bias.double()[:, None, :]}
+
+
+# -- a linear layer with split-K: y (fp32) += x @ w^T ---------------------------------------
+
+
+def linear_splitk_inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-untyped-def]
+    M, N, K = sizes["M"], sizes["N"], sizes["K"]
+    dt = _dtype(dtypes)
+    x = _randn((M, K), dt, device)
+    w = _randn((N, K), dt, device, K**-0.5)
+    # zeroed: split programs add into it (the kernel's reset_to_zero zeroes it between launches)
+    y = torch.zeros((M, N), dtype=torch.float32, device=device)
+    return [x, w, y, M, N, K, x.stride(0), w.stride(0), y.stride(0)]
+
+
+def linear_splitk_reference(x, w, y, M, N, K, *strides):  # type: ignore[no-untyped-def]
+    return {"y_ptr": x.double() @ w.double().T}
