@@ -74,16 +74,13 @@ def _launch(
     float64 reference)}. An ``@triton.autotune`` kernel is launched through its function,
     with ``meta`` as its config."""
     import torch
-    from triton.runtime.autotuner import Autotuner
 
     ref = mods["ref"]
     torch.manual_seed(sum(sizes.values()))
     args = getattr(ref, f"{name}_inputs")(sizes, {"T": dtype}, device="cpu")
     if prepare is not None:
         prepare(args)
-    fn = getattr(mods[stem], kernel)
-    if isinstance(fn, Autotuner):
-        fn = fn.fn
+    fn = _jitted(getattr(mods[stem], kernel))
     params = _params(fn)
     assert len(params) == len(args), (params, len(args))
     expected = getattr(ref, f"{name}_reference")(*args)
@@ -92,6 +89,13 @@ def _launch(
         t.fill_(float("nan") if t.is_floating_point() else -1)
     fn[grid](*args, **meta)
     return {o: (args[params.index(o)], e) for o, e in expected.items()}
+
+
+def _jitted(fn: Any) -> Any:
+    """The jit function under an ``@triton.autotune`` (launched with a config of our own)."""
+    from triton.runtime.autotuner import Autotuner
+
+    return fn.fn if isinstance(fn, Autotuner) else fn
 
 
 def _error(outs: dict[str, tuple[Any, Any]]) -> float:
@@ -473,11 +477,10 @@ def test_compiles_for_sm90(case: str, tmp_path: Path, monkeypatch: pytest.Monkey
     ref = _load(TRAINING / "reference.py", "training_reference_meta")
     args = getattr(ref, f"{name}_inputs")(sizes, {"T": dtype}, device="meta")
     fn = getattr(_load(TRAINING / f"{stem}.py", f"training_{stem}_compiled"), kernel)
-    fn = getattr(fn, "fn", fn) if not isinstance(fn, triton.runtime.JITFunction) else fn
-    params = _params(fn)
+    params = _params(_jitted(fn))
     sig = {p: _triton_type(a) for p, a in zip(params, args, strict=True)}
     src = ASTSource(
-        fn=fn, signature={**sig, **dict.fromkeys(consts, "constexpr")}, constexprs=consts
+        fn=_jitted(fn), signature={**sig, **dict.fromkeys(consts, "constexpr")}, constexprs=consts
     )
     options = {"num_warps": warps, "num_stages": stages}
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
@@ -569,19 +572,12 @@ def test_the_candidate_database_resolves_to_its_recipe() -> None:
     """The committed measurements of the candidate training kernel (measured, left out of
     the training set: benchmarks/data/h200-training-candidates/README.md) are of the
     recipe's source as it stands: every bucket resolves, with every timed config."""
-    import gzip
-
     pytest.importorskip("torch", reason="planning the training recipes needs torch")
     pytest.importorskip("triton", reason="planning the training recipes needs triton")
-
-    from aot.costmodel.data import Catalog, groups
-    from aot.tune.db import Record
+    from aot.costmodel.data import Catalog, groups, read_records
 
     db = ROOT / "benchmarks" / "data" / "h200-training-candidates" / "linear_splitk.tunedb.jsonl.gz"
-    fields = set(Record.__dataclass_fields__)
-    with gzip.open(db, "rt") as f:
-        records = [Record(**{k: v for k, v in json.loads(x).items() if k in fields}) for x in f]
-    found = groups(records, db.name)
+    found = groups(read_records(db), db.name)
     assert len(found) == 10
     catalog = Catalog([TRAINING / "linear_splitk.toml"])
     for group in found:
