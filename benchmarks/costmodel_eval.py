@@ -100,14 +100,13 @@ def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
     how often its final pick (5 finalists, 5 rounds) is within 3%."""
     from sample_efficiency import finalize, load_table, replay
 
-    from aot.costmodel.evaluate import order
-    from aot.costmodel.model import train
+    from aot.costmodel.evaluate import order, without
     from aot.tune import strategies
 
     table = load_table(DATA / EXHAUSTIVE)
     out = []
     for family in sorted({e.family for e in ds.examples if e.group.db == EXHAUSTIVE}):
-        model = train([(e.rows.matrix, e.times) for e in ds.examples if e.family != family])
+        model = without(ds.examples, family)
         mine = sorted((e for e in ds.examples if e.family == family and e.group.db == EXHAUSTIVE),
                       key=lambda e: dict(e.group.problem)["M"])  # fmt: skip
         prev_top: dict[str, list] = {}

@@ -72,9 +72,8 @@ def cases_from_dataset() -> list[Case]:
     from costmodel_eval import DBS, RECIPES
 
     from aot.costmodel import dataset
-    from aot.costmodel.evaluate import evaluated
+    from aot.costmodel.evaluate import evaluated, without
     from aot.costmodel.features import NAMES
-    from aot.costmodel.model import train
     from aot.env import from_environ
 
     ds = dataset.load(DBS, RECIPES, from_environ())
@@ -82,7 +81,7 @@ def cases_from_dataset() -> list[Case]:
     targets = evaluated(ds)
     out = []
     for family in sorted({e.family for e in ds.examples}):
-        model = train([(e.rows.matrix, e.times) for e in ds.examples if e.family != family])
+        model = without(ds.examples, family)
         for e in (e for e in targets if e.family == family):
             import numpy as np
 

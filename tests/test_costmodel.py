@@ -12,6 +12,7 @@ import random
 import shutil
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -369,6 +370,34 @@ def test_the_model_learns_an_order_it_was_shown() -> None:
         scores = m.score(rows)
         hits += times[max(range(len(rows)), key=scores.__getitem__)] <= 1.5 * min(times)
     assert hits >= 16, hits  # a random pick lands within 1.5× about a third of the time
+
+
+def test_a_groups_weight_decides_between_orders_that_disagree() -> None:
+    """Half the buckets rank by occupancy, half against it: the model follows the half
+    weighed more, so a kernel's weight in training is its say."""
+    up = synthetic(0, 40)
+    down = [(rows, [1.0 / t for t in times]) for rows, times in synthetic(1, 40)]
+    col = NAMES.index("occupancy")
+
+    def follows_occupancy(weights: list[float]) -> bool:
+        m = cm.train(up + down, {"rounds": 40, "members": 1}, weights=weights)
+        rows = [[0.0] * len(NAMES) for _ in range(2)]
+        rows[0][col], rows[1][col] = 0.2, 0.9
+        low, high = m.score(rows)
+        return high > low
+
+    assert follows_occupancy([5.0] * 40 + [0.2] * 40)
+    assert not follows_occupancy([0.2] * 40 + [5.0] * 40)
+
+
+def test_every_kernel_weighs_the_same_in_training() -> None:
+    from aot.costmodel.dataset import kernel_weights
+
+    examples = [SimpleNamespace(family="a")] * 6 + [SimpleNamespace(family="b")] * 2
+    w = kernel_weights(examples)  # type: ignore[arg-type]
+    assert sum(w[:6]) == pytest.approx(sum(w[6:])) == pytest.approx(4.0)
+    assert sum(w) == pytest.approx(len(examples))  # a mean of 1: the loss keeps its scale
+    assert kernel_weights([]) == []
 
 
 def test_a_model_with_other_features_or_damaged_text_is_refused(tmp_path: Path) -> None:

@@ -34,6 +34,17 @@ class Dataset:
     stale: tuple[tuple[str, int], ...] = ()
 
 
+def kernel_weights(examples: Sequence[Example]) -> list[float]:
+    """Each example's weight in training, so that every kernel (source) weighs the same in
+    all, whatever the number of its buckets: the mean number of buckets per kernel over its
+    kernel's. A kernel measured at 60 buckets would otherwise teach the ranker 60 times what
+    one measured at a single bucket does, though for a kernel the model never saw each is
+    one more example of how configs rank (benchmarks/RESULTS.md, issue 19)."""
+    count = Counter(e.family for e in examples)
+    mean = len(examples) / len(count) if count else 1.0
+    return [mean / count[e.family] for e in examples]
+
+
 def load(dbs: Sequence[Path], recipes: Sequence[Path], env: Environment) -> Dataset:
     """Every measured bucket of ``dbs`` that a recipe of ``recipes`` resolves, featurised."""
     catalog = Catalog(recipes)

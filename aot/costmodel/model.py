@@ -107,19 +107,23 @@ def train(
     groups: Sequence[tuple[Sequence[Sequence[float]], Sequence[float]]],
     params: dict[str, Any] | None = None,
     names: Sequence[str] = NAMES,
+    weights: Sequence[float] | None = None,
 ) -> Model:
     """A model from groups of (feature rows, times in ms); ``names``: the rows' columns
-    (``features.NAMES`` but for an experiment with more)."""
+    (``features.NAMES`` but for an experiment with more); ``weights``: each group's weight
+    in the ranking loss (``dataset.kernel_weights``: every kernel alike), 1 by default."""
     lgb = _lightgbm()
     import numpy as np
 
     xs: list[Sequence[float]] = []
     ys: list[int] = []
+    ws: list[float] = []
     sizes: list[int] = []
-    for rows, times in groups:
+    for k, (rows, times) in enumerate(groups):
         best = min(times)
         xs += rows
         ys += [relevance(t, best) for t in times]
+        ws += [weights[k] if weights is not None else 1.0] * len(rows)
         sizes.append(len(rows))
     if not sizes:
         raise CostModelUnavailable("no measured bucket to train on (each needs two configs)")
@@ -127,7 +131,8 @@ def train(
     rounds = int(settings.pop("rounds", ROUNDS))
     members = int(settings.pop("members", MEMBERS))
     data = lgb.Dataset(np.asarray(xs, dtype=np.float64), label=np.asarray(ys), group=sizes,
-                       feature_name=list(names), params={"verbose": -1})  # fmt: skip
+                       weight=np.asarray(ws, dtype=np.float64), feature_name=list(names),
+                       params={"verbose": -1})  # fmt: skip
     boosters = tuple(lgb.train({**settings, "seed": int(settings["seed"]) + k}, data,
                                num_boost_round=rounds) for k in range(members))  # fmt: skip
     text = "".join(f"{MEMBER}\n" + b.model_to_string(num_iteration=-1) for b in boosters)

@@ -15,7 +15,7 @@ from loader.format import write_atomic
 from .. import __version__
 from ..env import Environment
 from ..errors import UsageError
-from .dataset import Dataset, load
+from .dataset import Dataset, kernel_weights, load
 from .evaluate import buckets, leave_one_out, table
 from .features import NAMES
 from .model import MEMBERS, PARAMS, ROUNDS, VERSION, train
@@ -79,6 +79,7 @@ def provenance(ds: Dataset) -> dict[str, object]:
         "params": {
             "rounds": ROUNDS,
             "members": MEMBERS,
+            "weights": "every kernel alike (dataset.kernel_weights)",
             **{k: v for k, v in PARAMS.items() if k != "label_gain"},
         },
     }
@@ -88,7 +89,8 @@ def train_file(
     dbs: Sequence[Path], recipes: Sequence[Path], out: Path, env: Environment
 ) -> Trained:
     ds = load(dbs, recipes, env)
-    model = train([(e.rows.matrix, e.times) for e in ds.examples])
+    model = train([(e.rows.matrix, e.times) for e in ds.examples],
+                  weights=kernel_weights(ds.examples))  # fmt: skip
     prov = out.with_suffix(".json")
     write_atomic(prov, (json.dumps(provenance(ds), indent=1) + "\n").encode())
     write_atomic(out, model.text.encode())
