@@ -80,16 +80,25 @@ def leave_one_out(
     return out
 
 
+def fit(
+    examples: Sequence[Example],
+    params: dict[str, Any] | None = None,
+    names: Sequence[str] = NAMES,
+) -> Model:
+    """A model trained on ``examples`` as the shipped one is: every kernel weighed alike."""
+    rows = [(e.rows.matrix, e.times) for e in examples]
+    return train(rows, params, names, kernel_weights(examples))
+
+
 def without(
     examples: Sequence[Example],
     family: str,
     params: dict[str, Any] | None = None,
     names: Sequence[str] = NAMES,
 ) -> Model:
-    """A model trained as the shipped one is (every kernel weighed alike) on every example
-    but those of ``family``: what the model knows of a kernel it never saw."""
-    rest = [e for e in examples if e.family != family]
-    return train([(e.rows.matrix, e.times) for e in rest], params, names, kernel_weights(rest))
+    """``fit`` on every example but those of ``family``: what the model knows of a kernel
+    it never saw."""
+    return fit([e for e in examples if e.family != family], params, names)
 
 
 def geomean(xs: Sequence[float]) -> float:

@@ -119,11 +119,12 @@ def train(
     ys: list[int] = []
     ws: list[float] = []
     sizes: list[int] = []
-    for k, (rows, times) in enumerate(groups):
+    each = weights if weights is not None else [1.0] * len(groups)
+    for (rows, times), weight in zip(groups, each, strict=True):
         best = min(times)
         xs += rows
         ys += [relevance(t, best) for t in times]
-        ws += [weights[k] if weights is not None else 1.0] * len(rows)
+        ws += [weight] * len(rows)
         sizes.append(len(rows))
     if not sizes:
         raise CostModelUnavailable("no measured bucket to train on (each needs two configs)")

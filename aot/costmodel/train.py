@@ -15,10 +15,10 @@ from loader.format import write_atomic
 from .. import __version__
 from ..env import Environment
 from ..errors import UsageError
-from .dataset import Dataset, kernel_weights, load
-from .evaluate import buckets, leave_one_out, table
+from .dataset import Dataset, load
+from .evaluate import buckets, fit, leave_one_out, table
 from .features import NAMES
-from .model import MEMBERS, PARAMS, ROUNDS, VERSION, train
+from .model import MEMBERS, PARAMS, ROUNDS, VERSION
 
 # Folders never searched for recipes: environments, caches, build outputs.
 SKIP = {"site-packages", "node_modules", "artifacts", "__pycache__", "dist", "build"}
@@ -89,8 +89,7 @@ def train_file(
     dbs: Sequence[Path], recipes: Sequence[Path], out: Path, env: Environment
 ) -> Trained:
     ds = load(dbs, recipes, env)
-    model = train([(e.rows.matrix, e.times) for e in ds.examples],
-                  weights=kernel_weights(ds.examples))  # fmt: skip
+    model = fit(ds.examples)
     prov = out.with_suffix(".json")
     write_atomic(prov, (json.dumps(provenance(ds), indent=1) + "\n").encode())
     write_atomic(out, model.text.encode())
