@@ -207,8 +207,12 @@ def main() -> None:
     from aot.costmodel import dataset
     from aot.costmodel.evaluate import buckets, leave_one_out, table
     from aot.env import from_environ
+    from aot.errors import AotcError
 
-    ds = dataset.load(dbs, recipes(dbs), from_environ())
+    try:
+        ds = dataset.load(dbs, recipes(dbs), from_environ())
+    except AotcError as exc:  # an --add that is missing or no tuning database: say so
+        sys.exit(f"costmodel_eval: {exc}")
     results = leave_one_out(ds)
     print(f"leave-one-kernel-out: {len({e.family for e in ds.examples})} kernels, "
           f"{len(results)} buckets scored ({len(ds.examples)} with duplicates, "

@@ -568,6 +568,26 @@ def test_costmodel_eval_takes_the_training_databases_only_when_they_exist(
     assert ev.recipes([*before, candidate]) == ev.recipes(after)
 
 
+def test_costmodel_eval_refuses_an_unreadable_added_database(tmp_path: Path) -> None:
+    """``--add`` naming a missing file, or one that is no tuning database: one line naming
+    the file and why, exit 1, no traceback."""
+    import subprocess
+
+    pytest.importorskip("torch", reason="planning the recipes needs torch")
+    pytest.importorskip("triton", reason="planning the recipes needs triton")
+    bad = tmp_path / "bad.tunedb.jsonl.gz"
+    bad.write_bytes(b"not gzip")
+    for db, why in ((tmp_path / "missing.tunedb.jsonl.gz", "No such file"), (bad, "gzip")):
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "benchmarks" / "costmodel_eval.py"), "--add", str(db)],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert f"costmodel_eval: {db}: cannot read the tuning database" in proc.stderr
+        assert why in proc.stderr
+
+
 def test_the_candidate_database_resolves_to_its_recipe() -> None:
     """The committed measurements of the candidate training kernel (measured, left out of
     the training set: benchmarks/data/h200-training-candidates/README.md) are of the
