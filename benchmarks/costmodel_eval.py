@@ -177,6 +177,28 @@ def print_efficiency(rows: list[dict]) -> None:
             print(f"{kernel}, {o} order, median over buckets: " + "; ".join(parts))
 
 
+def print_in_sample(held_out, inside) -> None:  # type: ignore[no-untyped-def]
+    """Leave-one-kernel-out's figures beside those of one model trained on every kernel, each
+    bucket's own included (``evaluate.in_sample``): the misses it gets right are for want
+    of a kernel like them in training, not of a feature."""
+    from aot.costmodel.evaluate import geomean
+
+    print("\nThe same buckets picked by one model trained on every kernel, each bucket's own "
+          "included (what the features can tell apart):\n")  # fmt: skip
+    print("| model | geomean | worst | within 1.25× |\n|---|---:|---:|---:|")
+    for name, rs in (("kernel held out", held_out), ("every kernel (in sample)", inside)):
+        m = [r.model for r in rs]
+        print(f"| {name} | {geomean(m):.3f}× | {max(m):.2f}× | "
+              f"{sum(x <= 1.25 for x in m)}/{len(m)} |")  # fmt: skip
+    for a, b in zip(held_out, inside, strict=True):
+        assert a.example is b.example
+        if a.model > 1.25:
+            g = a.example.group
+            where = " ".join(f"{k}={v}" for k, v in (*g.dtypes, *g.problem))
+            print(f"  held-out miss {a.example.label} {where}: {a.model:.2f}× held out, "
+                  f"{b.model:.2f}× in sample")  # fmt: skip
+
+
 def by_database(results) -> str:  # type: ignore[no-untyped-def]
     """The first table's columns per database rather than per kernel."""
     from aot.costmodel.evaluate import table
@@ -205,7 +227,7 @@ def main() -> None:
     dbs = [*DBS, *args.add]
 
     from aot.costmodel import dataset
-    from aot.costmodel.evaluate import buckets, leave_one_out, table
+    from aot.costmodel.evaluate import buckets, in_sample, leave_one_out, table
     from aot.env import from_environ
     from aot.errors import AotcError
 
@@ -225,15 +247,19 @@ def main() -> None:
     print(by_database(results))
     if args.buckets:
         print("\n" + buckets(results))
+    inside = in_sample(ds)
+    print_in_sample(results, inside)
     eff = efficiency(ds, args.seeds)
     print_efficiency(eff)
     if args.json:
         args.json.write_text(json.dumps({
+            # "in_sample": the model trained on every kernel, this bucket's own included
             "loo": [{"kernel": r.example.label, "db": r.example.group.db,
                      "dtypes": dict(r.example.group.dtypes),
                      "problem": dict(r.example.group.problem), "configs": len(r.example.times),
                      "model": r.model, "heuristic": r.heuristic, "random": r.random,
-                     "spilled": r.spilled} for r in results],
+                     "spilled": r.spilled, "in_sample": i.model}
+                    for r, i in zip(results, inside, strict=True)],
             "stale_records": dict(ds.stale),
             "unmatched_buckets": ds.unmatched,
             "efficiency": eff,
