@@ -8,7 +8,9 @@
    measured time, beside the analytical heuristic's pick and a random pick (the mean over
    the bucket's timed configs). Only timed configs can be scored, so where a database
    timed a sample (the MoE: 24 of 144 configs; the example's and the MLP's tunes) the
-   "best" is the best of that sample.
+   "best" is the best of that sample. Beside it, the same buckets picked by one model
+   trained on every kernel, each bucket's own included (``evaluate.in_sample``): a held-out
+   miss this gets right wants a training kernel like it, not a feature.
 2. Tuning sample efficiency on the exhaustive matmul and RMSNorm tables, replayed with
    benchmarks/sample_efficiency.py's machinery (noise drawn from the spread between
    re-measurement rounds, 20 seeds): the ``model`` strategy started from the heuristic's
