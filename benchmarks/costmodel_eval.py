@@ -10,7 +10,7 @@
    timed a sample (the MoE: 24 of 144 configs; the example's and the MLP's tunes) the
    "best" is the best of that sample. Beside it, the same buckets picked by one model
    trained on every kernel, each bucket's own included (``evaluate.in_sample``): a held-out
-   miss this gets right wants a training kernel like it, not a feature.
+   miss this gets right wants no feature; what the other kernels taught ranks it otherwise.
 2. Tuning sample efficiency on the exhaustive matmul and RMSNorm tables, replayed with
    benchmarks/sample_efficiency.py's machinery (noise drawn from the spread between
    re-measurement rounds, 20 seeds): the ``model`` strategy started from the heuristic's
@@ -181,8 +181,8 @@ def print_efficiency(rows: list[dict]) -> None:
 
 def print_in_sample(held_out, inside) -> None:  # type: ignore[no-untyped-def]
     """Leave-one-kernel-out's figures beside those of one model trained on every kernel, each
-    bucket's own included (``evaluate.in_sample``): the misses it gets right are for want
-    of a kernel like them in training, not of a feature."""
+    bucket's own included (``evaluate.in_sample``): the held-out misses it gets right want
+    no feature."""
     from aot.costmodel.evaluate import geomean
 
     print("\nThe same buckets picked by one model trained on every kernel, each bucket's own "

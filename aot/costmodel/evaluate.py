@@ -85,8 +85,8 @@ def in_sample(
 ) -> list[Scored]:
     """The buckets ``leave_one_out`` scores, picked by one model trained on every kernel, each
     bucket's own included: what the features can tell apart at all. A bucket leave-one-
-    kernel-out misses and this does not is missed for want of a kernel like it in training,
-    not of a feature. In ``leave_one_out``'s order."""
+    kernel-out misses and this does not wants no feature: what the other kernels taught
+    ranks its configs otherwise. In ``leave_one_out``'s order."""
     model = fit(ds.examples, params, names)
     return [score(model, e) for e in sorted(evaluated(ds), key=lambda e: e.family)]
 
