@@ -9,6 +9,7 @@ import gzip
 import json
 import math
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -712,6 +713,34 @@ def test_the_prefilter_compiles_a_shortlist_and_never_ships_a_spill_it_can_avoid
     assert picks[-1] == spilling and set(picks) == set(configs.values())
 
 
+def test_eval_command_scores_each_kernel_held_out_and_in_sample(
+    recipe_dir: Path, tmp_path: Path
+) -> None:
+    """`aotc cost-model eval` over two kernels' databases: each held out in turn (a table
+    row each), then the in-sample line, every figure a ratio of measured times."""
+    src = recipe_dir / "kernels" / "small.py"  # a second kernel: another source hash
+    (recipe_dir / "kernels" / "other.py").write_text(
+        src.read_text().replace("mask = offs < n", "mask = (offs < n) & (offs >= 0)"))  # fmt: skip
+    recipe = (recipe_dir / "tune.toml").read_text().replace('"tunetest"', '"other"')
+    (recipe_dir / "other.toml").write_text(recipe.replace("kernels/small.py", "kernels/other.py"))
+    dbs = []
+    for name in ("tune", "other"):
+        r = build(recipe_dir / f"{name}.toml", tmp_path / f"{name}.aotc",
+                  env_for(tmp_path / "cache"), tmp_path,
+                  TuneOptions(gpus=[H100], worker_factory=lambda g: FakeWorker()))  # fmt: skip
+        assert r.db is not None
+        dbs.append(str(r.db))
+    assert len(set(dbs)) == 2
+    out = invoke(["cost-model", "eval", *dbs, "--recipe", str(recipe_dir)], tmp_path)
+    assert out.exit_code == 0, out.output
+    assert "leave-one-kernel-out over 2 kernels, 4 buckets" in out.output
+    assert sum(line.startswith("| scale (") for line in out.output.splitlines()) == 2
+    tail = re.search(r"in sample \(.*\): geomean ([\d.]+)×, worst ([\d.]+)×, within 1\.25× "
+                     r"(\d)/4", out.output)  # fmt: skip
+    assert tail is not None, out.output
+    assert 1.0 <= float(tail[1]) <= float(tail[2])
+
+
 def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
     db = tune_db(recipe_dir, tmp_path)
     out = invoke(["cost-model", "train", str(db), "--recipe", str(recipe_dir),
@@ -832,8 +861,6 @@ def test_in_sample_tells_a_features_limit_from_a_kernel_never_seen() -> None:
     """Two kernels whose configs rank in opposite orders of occupancy, a column telling the
     kernels apart: one model trained on both picks both well (the features suffice), while
     each held out is picked by the other's order, backwards."""
-    from types import SimpleNamespace
-
     from aot.costmodel.data import Group
     from aot.costmodel.dataset import Dataset, Example
     from aot.costmodel.evaluate import in_sample, leave_one_out

@@ -45,7 +45,8 @@ def train(databases: tuple[Path, ...], output: Path, recipes: tuple[Path, ...]) 
 @cost_model.command(
     "eval",
     help="leave-one-kernel-out: for each kernel, train on the others and score its buckets' "
-    "picks against their best measured time, beside the heuristic's and random picks",
+    "picks against their best measured time, beside the heuristic's and random picks; then "
+    "one model trained on every kernel scores them all (in sample)",
 )
 @click.argument("databases", type=INPUT, nargs=-1, required=True, metavar="DB...")
 @click.option("--recipe", "recipes", type=INPUT, multiple=True, metavar="PATH", help=RECIPES_HELP)

@@ -16,7 +16,7 @@ from .. import __version__
 from ..env import Environment
 from ..errors import UsageError
 from .dataset import Dataset, load
-from .evaluate import buckets, fit, leave_one_out, table
+from .evaluate import buckets, fit, geomean, in_sample, leave_one_out, table
 from .features import NAMES
 from .model import MEMBERS, PARAMS, ROUNDS, VERSION
 
@@ -110,6 +110,11 @@ def eval_text(
         )
     results = leave_one_out(ds)
     text = table(results)
+    inside = [r.model for r in in_sample(ds)]
+    within = sum(x <= 1.25 for x in inside)
+    text += (f"\n\nin sample (one model trained on every kernel, each bucket's own included: "
+             f"what the features can tell apart): geomean {geomean(inside):.3f}×, worst "
+             f"{max(inside):.2f}×, within 1.25× {within}/{len(inside)}")  # fmt: skip
     if per_bucket:
         text += "\n\n" + buckets(results)
     head = (f"leave-one-kernel-out over {kernels} kernels, {len(results)} buckets "
