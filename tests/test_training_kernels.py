@@ -476,11 +476,11 @@ def test_compiles_for_sm90(case: str, tmp_path: Path, monkeypatch: pytest.Monkey
     stem, kernel, name, sizes, dtype, consts, warps, stages = COMPILES[case]
     ref = _load(TRAINING / "reference.py", "training_reference_meta")
     args = getattr(ref, f"{name}_inputs")(sizes, {"T": dtype}, device="meta")
-    fn = getattr(_load(TRAINING / f"{stem}.py", f"training_{stem}_compiled"), kernel)
-    params = _params(_jitted(fn))
+    fn = _jitted(getattr(_load(TRAINING / f"{stem}.py", f"training_{stem}_compiled"), kernel))
+    params = _params(fn)
     sig = {p: _triton_type(a) for p, a in zip(params, args, strict=True)}
     src = ASTSource(
-        fn=_jitted(fn), signature={**sig, **dict.fromkeys(consts, "constexpr")}, constexprs=consts
+        fn=fn, signature={**sig, **dict.fromkeys(consts, "constexpr")}, constexprs=consts
     )
     options = {"num_warps": warps, "num_stages": stages}
     compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)

@@ -15,6 +15,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from .dataset import Dataset, Example, kernel_weights
@@ -69,14 +70,19 @@ def evaluated(ds: Dataset) -> list[Example]:
     return list(keep.values())
 
 
+def by_kernel(ds: Dataset) -> list[Example]:
+    """``evaluated(ds)`` kernel by kernel (sorted by family): the order ``leave_one_out`` and
+    ``in_sample`` score in, so that their results pair bucket by bucket."""
+    return sorted(evaluated(ds), key=lambda e: e.family)
+
+
 def leave_one_out(
     ds: Dataset, params: dict[str, Any] | None = None, names: Sequence[str] = NAMES
 ) -> list[Scored]:
     out: list[Scored] = []
-    targets = evaluated(ds)
-    for family in sorted({e.family for e in ds.examples}):
+    for family, mine in groupby(by_kernel(ds), key=lambda e: e.family):
         model = without(ds.examples, family, params, names)
-        out += [score(model, e) for e in targets if e.family == family]
+        out += [score(model, e) for e in mine]
     return out
 
 
@@ -86,9 +92,9 @@ def in_sample(
     """The buckets ``leave_one_out`` scores, picked by one model trained on every kernel, each
     bucket's own included: what the features can tell apart at all. A bucket leave-one-
     kernel-out misses and this does not wants no feature: what the other kernels taught
-    ranks its configs otherwise. In ``leave_one_out``'s order."""
+    ranks its configs otherwise. In ``leave_one_out``'s order (``by_kernel``)."""
     model = fit(ds.examples, params, names)
-    return [score(model, e) for e in sorted(evaluated(ds), key=lambda e: e.family)]
+    return [score(model, e) for e in by_kernel(ds)]
 
 
 def fit(
