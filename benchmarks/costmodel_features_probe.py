@@ -2,6 +2,7 @@
 
     python benchmarks/costmodel_features_probe.py [loads other warps_per_sm loads+other ...]
     python benchmarks/costmodel_features_probe.py smem_sm kinds
+    python benchmarks/costmodel_features_probe.py sizes
 
 Each argument is a set of candidate columns (joined by "+") appended to the shipped
 features; for each set, leave-one-kernel-out is run as benchmarks/costmodel_eval.py runs
@@ -27,6 +28,12 @@ Added later (the fourteenth session, after the 4-stage attention picks):
   (no compiling): whether it calls ``dot`` (or a Gluon MMA), a reduction, a
   transcendental, an atomic, and whether it loops; the same for every config of a kernel,
   so they only condition the other columns on the kind of kernel.
+
+Added in the seventeenth session, when the model dropped them:
+
+- ``sizes`` (or any of its columns alone): ``features.SIZES``, the problem's and a
+  program's absolute sizes (programs, tune.flops and tune.bytes, and those per program),
+  which the model read until then.
 """
 
 from __future__ import annotations
@@ -52,11 +59,13 @@ from aot.costmodel import dataset  # noqa: E402
 from aot.costmodel.data import Catalog  # noqa: E402
 from aot.costmodel.dataset import Example  # noqa: E402
 from aot.costmodel.evaluate import Scored, leave_one_out  # noqa: E402
-from aot.costmodel.features import NAMES  # noqa: E402
+from aot.costmodel.features import NAMES, SIZES  # noqa: E402
 from aot.env import from_environ  # noqa: E402
 from aot.plan import Config  # noqa: E402
 
-AT = {n: i for i, n in enumerate(NAMES)}
+# the dataset's columns: the model's, then the sizes it does not read (candidates here)
+COLUMNS = (*NAMES, *(n for n, _ in SIZES))
+AT = {n: i for i, n in enumerate(COLUMNS)}
 
 
 def _other(c: Config, row: Sequence[float]) -> float:
@@ -105,6 +114,10 @@ def _kind(kind: str) -> Callable[[Example, Config, Sequence[float]], float]:
     return lambda e, c, r: float(kind in MIX[e.family])
 
 
+def _column(name: str) -> Callable[[Example, Config, Sequence[float]], float]:
+    return lambda e, c, r: r[AT[name]]
+
+
 CANDIDATES: dict[str, Callable[[Example, Config, Sequence[float]], float]] = {
     "loads": lambda e, c, r: r[AT["log2_bytes_per_program"]] - r[AT["log2_block"]],
     "other": lambda e, c, r: _other(c, r),
@@ -113,15 +126,18 @@ CANDIDATES: dict[str, Callable[[Example, Config, Sequence[float]], float]] = {
     ),
     "smem_sm": lambda e, c, r: r[AT["shared_frac"]] * r[AT["blocks_per_sm"]],
     **{f"kind_{k}": _kind(k) for k in (*CALLS, "atomic", "loop")},
+    **{n: _column(n) for n, _ in SIZES},
 }
-SETS = {"kinds": [f"kind_{k}" for k in (*CALLS, "atomic", "loop")]}  # shorthands
+SETS = {"kinds": [f"kind_{k}" for k in (*CALLS, "atomic", "loop")],
+        "sizes": [n for n, _ in SIZES]}  # shorthands  # fmt: skip
 
 
 def extended(ds: dataset.Dataset, names: Sequence[str]) -> dataset.Dataset:
-    """``ds`` with the candidate columns ``names`` appended to every row."""
+    """``ds`` (loaded with ``COLUMNS``) with the model's columns and the candidate columns
+    ``names`` in every row."""
     examples = []
     for e in ds.examples:
-        matrix = tuple(tuple(row) + tuple(CANDIDATES[n](e, c, row) for n in names)
+        matrix = tuple(tuple(row[: len(NAMES)]) + tuple(CANDIDATES[n](e, c, row) for n in names)
                        for c, row in zip(e.rows.configs, e.rows.matrix, strict=True))  # fmt: skip
         examples.append(dataclasses.replace(e, rows=dataclasses.replace(e.rows, matrix=matrix)))
     return dataclasses.replace(ds, examples=tuple(examples))
@@ -145,7 +161,7 @@ def main() -> None:
                  f"{sorted(SETS)}")  # fmt: skip
     for plan in Catalog(RECIPES).plans:
         MIX.update({s.cache_key: op_mix(s.fn) for s in plan.sources.values()})
-    ds = dataset.load(DBS, RECIPES, from_environ())
+    ds = dataset.load(DBS, RECIPES, from_environ(), names=COLUMNS)
     for names in [[], *sets]:
         start = time.monotonic()
         results = leave_one_out(extended(ds, names), names=(*NAMES, *names))

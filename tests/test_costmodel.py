@@ -291,6 +291,38 @@ def test_a_rows_facts_come_from_the_variant_a_call_runs_not_the_generic_one(
     assert rows(inst, bucket, h200, [fine], failed).configs == ()
 
 
+def test_the_absolute_sizes_are_worked_out_but_the_model_does_not_read_them(
+    tmp_path: Path,
+) -> None:
+    """``features.SIZES`` (the grid's programs, tune.flops and tune.bytes, and those per
+    program) are not model columns: they tell kernels apart rather than configs, and the
+    model transfers better without them (benchmarks/RESULTS.md, issue 19). An experiment
+    lays them out after the model's columns, which stay as they are."""
+    from aot.costmodel.features import SIZES
+    from aot.costmodel.table import rows
+
+    sized = SPILL_RECIPE.replace(
+        "buckets = { n = [16384] }",
+        'buckets = { n = [16384] }\ntune = { flops = "5 * n", bytes = "8 * n" }',
+    )
+    _, inst, bucket, configs = _softmax_plan(tmp_path, sized)
+    sizes = tuple(n for n, _ in SIZES)
+    assert not set(sizes) & set(NAMES)
+    h200, picked = resolve("H200"), list(configs.values())
+    plain = rows(inst, bucket, h200, picked, {}, pending=True)
+    more = rows(inst, bucket, h200, picked, {}, pending=True, names=(*NAMES, *sizes))
+    for short, long in zip(plain.matrix, more.matrix, strict=True):
+        assert len(short) == len(NAMES) and len(long) == len(NAMES) + len(sizes)
+        assert long[: len(NAMES)] == pytest.approx(short, nan_ok=True)
+        got = dict(zip(sizes, long[len(NAMES) :], strict=True))
+        assert got == pytest.approx({
+            "log2_programs": math.log2(132), "log2_flops": math.log2(5 * 16384),
+            "log2_bytes": math.log2(8 * 16384),
+            "log2_flops_per_program": math.log2(5 * 16384 / 132),
+            "log2_bytes_per_program": math.log2(8 * 16384 / 132),
+        })  # fmt: skip
+
+
 def test_the_generic_variant_is_compiled_for_features_only_where_the_specialized_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,6 +11,7 @@ from ..env import Environment
 from ..heuristic import rank
 from ..plan import Config, Instance
 from .data import Catalog, Group, Resolved, groups, read_records
+from .features import NAMES
 from .table import Rows, compile_for, rows
 
 
@@ -45,8 +46,11 @@ def kernel_weights(examples: Sequence[Example]) -> list[float]:
     return [mean / count[e.family] for e in examples]
 
 
-def load(dbs: Sequence[Path], recipes: Sequence[Path], env: Environment) -> Dataset:
-    """Every measured bucket of ``dbs`` that a recipe of ``recipes`` resolves, featurised."""
+def load(
+    dbs: Sequence[Path], recipes: Sequence[Path], env: Environment, names: Sequence[str] = NAMES
+) -> Dataset:
+    """Every measured bucket of ``dbs`` that a recipe of ``recipes`` resolves, featurised
+    (the columns ``names``: the model's, or for an experiment more)."""
     catalog = Catalog(recipes)
     found: list[tuple[Group, Resolved]] = []
     unmatched = records = 0
@@ -71,17 +75,17 @@ def load(dbs: Sequence[Path], recipes: Sequence[Path], env: Environment) -> Data
     compiled = {}
     for key, wanted in by_plan.items():
         compiled.update(compile_for(plans[key], wanted, env))
-    names: dict[str, str] = {}
+    labels: dict[str, str] = {}
     examples = []
     for g, r in found:
         configs = [r.configs[c] for c in g.times if c in r.configs]
-        rw = rows(r.inst, r.bucket, r.gpu, configs, compiled)
+        rw = rows(r.inst, r.bucket, r.gpu, configs, compiled, names=names)
         if len(rw.configs) < 2:
             continue
         times = tuple(g.times[c.id] for c in rw.configs)
         timed = {c.id for c in rw.configs}
         ranked = [c.id for c in rank(r.inst, r.bucket) if c.id in timed]
         heur = tuple(ranked + [c.id for c in rw.configs if c.id not in ranked])
-        names.setdefault(g.source, f"{g.kernel} ({g.source[:8]})")
-        examples.append(Example(g, g.source, names[g.source], rw, times, heur))
+        labels.setdefault(g.source, f"{g.kernel} ({g.source[:8]})")
+        examples.append(Example(g, g.source, labels[g.source], rw, times, heur))
     return Dataset(tuple(examples), tuple(dbs), records, unmatched, tuple(sorted(stale.items())))

@@ -6,8 +6,8 @@ the target's limits, and ratios to the best value among the bucket's candidates 
 tile of this bucket" means the same thing for a norm and for a matmul, where "a 128×256
 tile" does not). NaN where a value is unknown (a recipe without ``tune.flops``): the
 boosted trees route it on their own. The table ``FEATURES`` documents each; its order
-is the model's column order, so appending keeps old models readable and anything else
-needs a new model version.
+is the model's column order, and a model trained on other columns is refused with a
+message to train it again (``model.loads``). ``SIZES`` are worked out too, and left out.
 """
 
 from __future__ import annotations
@@ -40,15 +40,10 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("shared_frac", "shared memory per block over the target's shared memory per SM"),
     ("blocks_per_sm", "resident blocks per SM, limited by registers, shared memory, threads"),
     ("occupancy", "resident warps per SM over the target's maximum"),
-    ("log2_programs", "log2 of the grid's programs at the bucket's upper bound"),
     ("sm_fill", "programs over SMs, at most 1: how much of the GPU one wave uses"),
     ("log2_waves", "log2 of programs (persistent: tiles) over SMs × resident blocks per SM"),
     ("tail_waste", "the idle share of the last wave: 1 − waves / ceil(waves)"),
-    ("log2_flops", "log2 of the recipe's tune.flops at the bucket (NaN if not given)"),
-    ("log2_bytes", "log2 of the recipe's tune.bytes at the bucket (NaN if not given)"),
     ("log2_intensity_vs_ridge", "log2 of flops/bytes over the target's peak flops/bandwidth"),
-    ("log2_flops_per_program", "log2 of tune.flops per program (per tile, persistent)"),
-    ("log2_bytes_per_program", "log2 of tune.bytes per program (per tile, persistent)"),
     ("log2_sms", "log2 of the target's SMs"),
     ("log2_peak_tflops", "log2 of the target's peak fp16 TFLOP/s"),
     ("log2_peak_gbps", "log2 of the target's peak memory bandwidth"),
@@ -69,6 +64,19 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("block_overhang", "log2 of blocks the grid does not read past the size it leaves them (≥ 0)"),
 )
 NAMES = tuple(n for n, _ in FEATURES)
+
+# What ``raw`` works out but the model does not read: the problem's and a program's
+# absolute sizes. They tell one kernel's buckets from another's rather than how configs
+# rank, and a model without them ranks the configs of kernels it never saw better:
+# leave-one-kernel-out and the held-out libraries (benchmarks/RESULTS.md, issue 19;
+# ``benchmarks/costmodel_features_probe.py sizes`` measures them back).
+SIZES: tuple[tuple[str, str], ...] = (
+    ("log2_programs", "log2 of the grid's programs at the bucket's upper bound"),
+    ("log2_flops", "log2 of the recipe's tune.flops at the bucket (NaN if not given)"),
+    ("log2_bytes", "log2 of the recipe's tune.bytes at the bucket (NaN if not given)"),
+    ("log2_flops_per_program", "log2 of tune.flops per program (per tile, persistent)"),
+    ("log2_bytes_per_program", "log2 of tune.bytes per program (per tile, persistent)"),
+)
 
 
 @dataclass(frozen=True)
@@ -254,9 +262,12 @@ def _log2_over(x: float, base: float) -> float:
     return _log2(x / base) if base and base == base else NAN
 
 
-def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
-    """The bucket's candidates as model rows (in ``NAMES`` order): each raw row plus the
-    features relative to the best of the bucket."""
+def relative(
+    rows: Sequence[Mapping[str, float]], names: Sequence[str] = NAMES
+) -> list[list[float]]:
+    """The bucket's candidates as model rows (the columns ``names``: the model's, or for an
+    experiment those and ``SIZES``): each raw row plus the features relative to the best
+    of the bucket."""
 
     def best(key: str, pick: Any) -> float:
         vals = _finite([r[key] for r in rows])
@@ -287,5 +298,5 @@ def relative(rows: Sequence[Mapping[str, float]]) -> list[list[float]]:
             "in_flight_rel": r["log2_in_flight"] - top["log2_in_flight"],
         }  # fmt: skip
         full = {**r, **rel}
-        out.append([float(full[n]) for n in NAMES])
+        out.append([float(full[n]) for n in names])
     return out

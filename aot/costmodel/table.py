@@ -26,7 +26,7 @@ from ..env import Environment
 from ..kernel_env import EnvError, derived_at, env_at
 from ..plan import GENERIC, Config, Instance, Plan, Variant
 from ..targets import GPU
-from .features import Facts, raw, relative
+from .features import NAMES, Facts, raw, relative
 
 
 @dataclass(frozen=True)
@@ -126,11 +126,13 @@ def rows(
     compiled: Mapping[Variant, Compiled],
     *,
     pending: bool = False,
+    names: Sequence[str] = NAMES,
 ) -> Rows:
     """Feature rows for ``configs`` at ``bucket`` on ``gpu`` (those that compiled): each
     from its most specialized variant, or its generic one where that failed. With
     ``pending``, a config not compiled yet has a row too, its cubin's features unknown
-    (``features.FROM_CUBIN``; not counted as spilling)."""
+    (``features.FROM_CUBIN``; not counted as spilling). ``names``: the columns
+    (``features.relative``)."""
     kept: list[Config] = []
     facts: list[Facts | None] = []
     for c in configs:
@@ -140,6 +142,6 @@ def rows(
             kept.append(c)
             facts.append(f)
     raws = [raw(inst, c, bucket, gpu, f) for c, f in zip(kept, facts, strict=True)]
-    matrix = relative(raws) if raws else []
+    matrix = relative(raws, names) if raws else []
     spills = tuple(f is not None and f.spills for f in facts)
     return Rows(tuple(kept), tuple(tuple(r) for r in matrix), spills)
