@@ -256,11 +256,16 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({
             # "in_sample": the model trained on every kernel, this bucket's own included
+            # "name", "source", "arch", "pick", "fastest": benchmarks/costmodel_remeasured.py
+            # finds the bucket and its two configs in the other databases by them
             "loo": [{"kernel": r.example.label, "db": r.example.group.db,
+                     "name": r.example.group.kernel, "source": r.example.group.source,
+                     "arch": r.example.group.arch,
                      "dtypes": dict(r.example.group.dtypes),
                      "problem": dict(r.example.group.problem), "configs": len(r.example.times),
                      "model": r.model, "heuristic": r.heuristic, "random": r.random,
-                     "spilled": r.spilled, "in_sample": i.model}
+                     "spilled": r.spilled, "in_sample": i.model, "pick": r.pick,
+                     "fastest": r.fastest}
                     for r, i in zip(results, inside, strict=True)],
             "stale_records": dict(ds.stale),
             "unmatched_buckets": ds.unmatched,

@@ -918,3 +918,35 @@ def test_in_sample_tells_a_features_limit_from_a_kernel_never_seen() -> None:
     assert [r.example for r in inside] == [r.example for r in held]  # one order, pairable
     within = [sum(r.model <= 1.5 for r in rs) for rs in (inside, held)]
     assert within[0] >= 45 and within[1] <= 25, within
+    for r in held:  # the configs scored, by id (benchmarks/costmodel_remeasured.py reads them)
+        ids, times = [c.id for c in r.example.rows.configs], r.example.times
+        assert times[ids.index(r.pick)] / min(times) == r.model
+        assert times[ids.index(r.fastest)] == min(times)
+
+
+def test_a_bucket_measured_again_is_read_in_every_other_database_that_timed_both_configs() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from costmodel_remeasured import SCORED, bucket, readings
+
+    from aot.costmodel.data import Group
+
+    scored = sorted(SCORED)[0]  # a scored database's path under benchmarks/data
+    row = {"name": "k", "source": "s", "arch": "sm_90", "dtypes": {"T": "fp16"},
+           "problem": {"M": 64, "N": 8}, "db": Path(scored).name, "pick": "p", "fastest": "f",
+           "model": 2.0}  # fmt: skip
+    key = bucket(row)
+    assert key == ("k", "s", "sm_90", (("T", "fp16"),), (("M", 64), ("N", 8)))
+
+    def group(times: dict[str, float]) -> Group:
+        return Group("x", "k", "s", "H200", "sm_90", key[3], key[4], times)
+
+    found = [
+        (scored, group({"p": 2.0, "f": 1.0})),  # the run the row was scored on: not read
+        ("again/a.tunedb.jsonl.gz", group({"p": 1.0, "f": 1.1, "o": 0.9})),
+        ("again/b.tunedb.jsonl.gz", group({"p": 1.0, "o": 0.5})),  # the fastest not timed
+        (scored, group({"p": 3.0, "f": 1.0})),  # the same path, other times: read
+    ]
+    assert [(x.db, x.pick, x.configs) for x in readings(row, found)] == [
+        ("again/a.tunedb.jsonl.gz", 1.0 / 0.9, 3),
+        (scored, 3.0, 2),
+    ]

@@ -32,6 +32,8 @@ class Scored:
     spilled: bool  # the model's pick spills while a timed config does not
     unrestricted: float  # the model's best-scored config, spilling or not
     best_spills: bool  # the bucket's fastest config spills while another does not
+    pick: str  # the model's pick, its config id
+    fastest: str  # the bucket's fastest config, its id
 
 
 def order(model: Model, rows: Sequence[Sequence[float]], spills: Sequence[bool]) -> list[int]:
@@ -50,7 +52,8 @@ def score(model: Model, e: Example) -> Scored:
     fastest = e.times.index(best)
     return Scored(e, e.times[i] / best, e.times[h] / best,
                   statistics.mean(t / best for t in e.times), e.rows.spills[i] and mixed,
-                  e.times[free] / best, e.rows.spills[fastest] and mixed)  # fmt: skip
+                  e.times[free] / best, e.rows.spills[fastest] and mixed, ids[i],
+                  ids[fastest])  # fmt: skip
 
 
 def evaluated(ds: Dataset) -> list[Example]:
