@@ -950,3 +950,36 @@ def test_a_bucket_measured_again_is_read_in_every_other_database_that_timed_both
         ("again/a.tunedb.jsonl.gz", 1.0 / 0.9, 3),
         (scored, 3.0, 2),
     ]
+
+
+REMEASURED = [
+    ("remeasure_matmul.toml", "recipes/example.toml"),
+    ("remeasure_moe.toml", "recipes/gallery/moe.toml"),
+]
+
+
+@pytest.mark.parametrize(("again", "scored"), REMEASURED)
+def test_a_remeasure_recipe_times_the_kernel_and_space_its_scored_recipe_timed(
+    again: str, scored: str
+) -> None:
+    """benchmarks/recipes/remeasure_*.toml measure scored buckets a second time, every config:
+    the same kernel source, space and launch as the recipe whose database was scored, or the
+    records are another kernel's or another config's."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    paths = (root / "benchmarks" / "recipes" / again, root / scored)
+    (a,), kernels = (tomllib.loads(p.read_text())["kernel"] for p in paths)
+    b = next(k for k in kernels if k["name"] == a["name"])
+
+    def source(path: Path, k: dict[str, Any]) -> tuple[Path, str]:
+        file, fn = k["source"].split(":")
+        return (path.parent / file).resolve(), fn
+
+    assert source(paths[0], a) == source(paths[1], b)
+    for key in ("space", "fixed", "sizes", "grid", "constraints", "specializations", "host"):
+        assert a.get(key) == b.get(key), key
+    (dim,) = a["buckets"]
+    assert set(a["buckets"][dim]) <= set(b["buckets"][dim])
+    tune = a["tune"]
+    assert tune["strategy"] == "grid" and tune["budget"] >= 1000 and tune["patience"] >= 1000
