@@ -91,7 +91,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--eval", type=Path, default=DATA / "costmodel-eval.json")
     args = ap.parse_args()
-    rows = json.loads(args.eval.read_text())["loo"]
+    try:
+        rows = json.loads(args.eval.read_text())["loo"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        sys.exit(f"{args.eval}: not costmodel_eval.py's --json output "
+                 f"({type(exc).__name__}: {exc}); write it with "
+                 "`python benchmarks/costmodel_eval.py --json FILE`")  # fmt: skip
     if rows and "pick" not in rows[0]:
         sys.exit(f"{args.eval}: no config ids in it; write it again with "
                  "`python benchmarks/costmodel_eval.py --json` (after 2026-12-05)")  # fmt: skip
