@@ -247,6 +247,19 @@ def _bmm(
     )
 
 
+def _grouped_gemm(
+    mods: dict[str, ModuleType], M: int, G: int, dtype: str, blocks: tuple[int, int, int]
+) -> float:
+    bm, bn, bk = blocks
+    N, K = 48, 40
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "MAX_GROUPS": 8, "num_warps": 4}
+    sizes = {"M": M, "N": N, "K": K, "G": G}
+    grid = (_cdiv(N, bn), _cdiv(M, bm) + G)
+    return _error(
+        _launch(mods, "grouped_gemm", "grouped_gemm", "grouped_gemm", sizes, dtype, grid, meta)
+    )
+
+
 def _linear_splitk(
     mods: dict[str, ModuleType],
     M: int,
@@ -290,6 +303,8 @@ for _dt in ("fp16", "bf16"):
     CASES[f"qk-norm-d128-{_dt}"] = partial(_qk_norm, name="qk_norm_d128", rows=13, dtype=_dt, br=4)
     CASES[f"qk-norm-d64-{_dt}"] = partial(_qk_norm, name="qk_norm_d64", rows=13, dtype=_dt, br=8)
     CASES[f"bmm-{_dt}"] = partial(_bmm, B=2, M=20, N=48, K=40, dtype=_dt, blocks=(16, 32, 16))
+    # 37 rows over 5 uneven groups, each with a ragged last tile
+    CASES[f"grouped-gemm-{_dt}"] = partial(_grouped_gemm, M=37, G=5, dtype=_dt, blocks=(8, 32, 16))
     # K = 200 in 3 slices of 80 (5 tiles of 16): the last slice holds 40, its last tile ragged
     CASES[f"linear-splitk-3-{_dt}"] = partial(
         _linear_splitk, M=5, N=40, K=200, dtype=_dt, blocks=(16, 32, 16), split=3
@@ -300,6 +315,10 @@ for _dt in ("fp16", "bf16"):
 # 4 slices of 32 over K = 70: the third holds 6, the fourth starts past K (adds zeros)
 CASES["linear-splitk-empty-slice-fp16"] = partial(
     _linear_splitk, M=3, N=16, K=70, dtype="fp16", blocks=(16, 16, 32), split=4
+)
+# 3 rows over 7 groups: empty groups, and programs past the last tile
+CASES["grouped-gemm-empty-groups-bf16"] = partial(
+    _grouped_gemm, M=3, G=7, dtype="bf16", blocks=(16, 16, 32)
 )
 CASES["row-stats-ties-fp16"] = partial(_row_stats, M=5, N=1000, dtype="fp16", bm=2, bn=256)
 CASES["row-stats-one-row-per-program-bf16"] = partial(
@@ -326,6 +345,7 @@ def _modules() -> dict[str, Any]:
         "bmm",
         "qk_norm",
         "linear_splitk",
+        "grouped_gemm",
     )
     mods = {s: _load(TRAINING / f"{s}.py", f"training_{s}") for s in stems}
     return {**mods, "ref": _load(TRAINING / "reference.py", "training_reference")}
@@ -436,6 +456,16 @@ COMPILES = {
         {"HEAD_DIM": 128, "BLOCK_R": 8},
         1,
         1,
+    ),
+    "grouped_gemm": (
+        "grouped_gemm",
+        "grouped_gemm",
+        "grouped_gemm",
+        {"M": 64, "N": 1536, "K": 2048, "G": 32},
+        "bf16",
+        {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64, "MAX_GROUPS": 32},
+        4,
+        3,
     ),
     "linear_splitk": (
         "linear_splitk",

@@ -253,3 +253,42 @@ def linear_splitk_inputs(sizes, dtypes, device="cuda", config=None):  # type: ig
 
 def linear_splitk_reference(x, w, y, M, N, K, *strides):  # type: ignore[no-untyped-def]
     return {"y_ptr": x.double() @ w.double().T}
+
+
+# -- a grouped GEMM over rows sorted by group -------------------------------------------------
+
+
+def group_sizes(M: int, G: int) -> list[int]:
+    """M rows split over G groups as a router might: uneven (shares drawn from a flat
+    Dirichlet, seeded by M and G, so every config of a bucket sees the same split), some
+    groups possibly empty, summing to M."""
+    gen = torch.Generator().manual_seed(1000 * G + M)
+    share = -torch.log(torch.rand(G, generator=gen, dtype=torch.float64))
+    share = share / share.sum() * M
+    sizes = [int(s) for s in share.floor()]
+    for i in torch.argsort(share - share.floor(), descending=True)[: M - sum(sizes)].tolist():
+        sizes[i] += 1
+    return sizes
+
+
+def grouped_gemm_inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-untyped-def]
+    M, N, K, G = sizes["M"], sizes["N"], sizes["K"], sizes["G"]
+    dt = _dtype(dtypes)
+    a = _randn((M, K), dt, device)
+    b = _randn((G, K, N), dt, device, K**-0.5)
+    out = _empty((M, N), dt, device)
+    if device == "meta":
+        offsets = torch.empty((G + 1,), dtype=torch.int32, device="meta")
+    else:
+        ends = torch.tensor([0, *group_sizes(M, G)], dtype=torch.int64).cumsum(0)
+        offsets = ends.to(torch.int32).to(device)
+    return [a, b, out, offsets, M, N, K, G, a.stride(0), b.stride(0), b.stride(1), out.stride(0)]
+
+
+def grouped_gemm_reference(a, b, out, offsets, M, N, K, G, *strides):  # type: ignore[no-untyped-def]
+    want = torch.empty((M, N), dtype=torch.float64, device=a.device)
+    ends = offsets.tolist()
+    for g in range(G):
+        lo, hi = ends[g], ends[g + 1]
+        want[lo:hi] = a[lo:hi].double() @ b[g].double()
+    return {"out_ptr": want}
