@@ -91,6 +91,13 @@ RECIPES = recipes(DBS)
 EXHAUSTIVE = "h200-exhaustive.tunedb.jsonl.gz"
 
 
+def under_data(db: str) -> str:
+    """A database's path under benchmarks/data (as given, if elsewhere: ``--add``): two of
+    them may share a file name (the gallery's and the Hopper recipe's splitk.tunedb.jsonl.gz)."""
+    path = Path(db)
+    return str(path.relative_to(DATA)) if path.is_relative_to(DATA) else db
+
+
 SETTINGS = (("cold", 30), ("cold", 8), ("warm", 15), ("warm", 4))  # (start, patience); budget 60
 
 
@@ -107,9 +114,10 @@ def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
 
     table = load_table(DATA / EXHAUSTIVE)
     out = []
-    for family in sorted({e.family for e in ds.examples if e.group.db == EXHAUSTIVE}):
+    exhaustive = str(DATA / EXHAUSTIVE)  # a group's db is its database's path, as loaded
+    for family in sorted({e.family for e in ds.examples if e.group.db == exhaustive}):
         model = without(ds.examples, family)
-        mine = sorted((e for e in ds.examples if e.family == family and e.group.db == EXHAUSTIVE),
+        mine = sorted((e for e in ds.examples if e.family == family and e.group.db == exhaustive),
                       key=lambda e: dict(e.group.problem)["M"])  # fmt: skip
         prev_top: dict[str, list] = {}
         for e in mine:
@@ -206,7 +214,7 @@ def by_database(results) -> str:  # type: ignore[no-untyped-def]
     from aot.costmodel.evaluate import table
 
     relabelled = [dataclasses.replace(r, example=dataclasses.replace(r.example,
-                  label=r.example.group.db)) for r in results]  # fmt: skip
+                  label=under_data(r.example.group.db))) for r in results]  # fmt: skip
     lines = table(relabelled).splitlines()
     head = lines[0].replace("kernel held out", "database")
     return "\n".join([head, *lines[1 : lines.index("")]])
@@ -258,7 +266,7 @@ def main() -> None:
             # "in_sample": the model trained on every kernel, this bucket's own included
             # "name", "source", "arch", "pick", "fastest": benchmarks/costmodel_remeasured.py
             # finds the bucket and its two configs in the other databases by them
-            "loo": [{"kernel": r.example.label, "db": r.example.group.db,
+            "loo": [{"kernel": r.example.label, "db": under_data(r.example.group.db),
                      "name": r.example.group.kernel, "source": r.example.group.source,
                      "arch": r.example.group.arch,
                      "dtypes": dict(r.example.group.dtypes),

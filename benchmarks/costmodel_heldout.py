@@ -124,9 +124,10 @@ def evaluate(lib: str, recipes: list[Path], env: Environment) -> tuple[list[Buck
         r = catalog.resolve(e.group)
         assert r is not None  # dataset.load resolved it through an equal catalog
         model_timed, heuristic_timed = whole_space_picks(r, e.group.times, env)
-        out.append(Bucket(lib, e.label, e.group.db, dict(e.group.dtypes), dict(e.group.problem),
-                          len(e.times), len(r.configs), s.model, s.heuristic, s.random,
-                          s.spilled, model_timed, heuristic_timed))  # fmt: skip
+        out.append(Bucket(lib, e.label, Path(e.group.db).name, dict(e.group.dtypes),
+                          dict(e.group.problem), len(e.times), len(r.configs), s.model,
+                          s.heuristic, s.random, s.spilled, model_timed,
+                          heuristic_timed))  # fmt: skip
     left = {"records": ds.records, "unmatched_buckets": ds.unmatched,
             "stale_records": dict(ds.stale), "recipes_not_planned": catalog.skipped}  # fmt: skip
     return out, left

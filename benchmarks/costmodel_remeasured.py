@@ -49,7 +49,8 @@ def databases() -> Iterator[tuple[str, list[Group]]]:
     """Every committed database's groups, by its path under benchmarks/data."""
     for path in sorted(DATA.rglob("*.tunedb.jsonl*")):
         try:
-            yield str(path.relative_to(DATA)), groups(read_records(path), path.name)
+            where = str(path.relative_to(DATA))
+            yield where, groups(read_records(path), where)
         except AotcError as exc:
             print(f"skipped: {exc}", file=sys.stderr)
 
@@ -62,18 +63,10 @@ def bucket(r: dict) -> tuple:  # type: ignore[type-arg]
 
 def readings(r: dict, found: list[tuple[str, Group]]) -> list[Reading]:  # type: ignore[type-arg]
     """The model's pick read in each database that timed it and the bucket's fastest config,
-    less the run the row was scored on (one of the scored databases by that file name, with
-    the row's ratio: two scored databases may share a file name)."""
-    both, out, scored = {r["pick"], r["fastest"]}, [], False
-    for db, g in found:
-        if not both <= g.times.keys():
-            continue
-        ratio = g.times[r["pick"]] / g.best
-        if not scored and Path(db).name == r["db"] and db in SCORED and ratio == r["model"]:
-            scored = True
-            continue
-        out.append(Reading(db, ratio, len(g.times)))
-    return out
+    less the run the row was scored on (``r["db"]``: its path under benchmarks/data)."""
+    both = {r["pick"], r["fastest"]}
+    return [Reading(db, g.times[r["pick"]] / g.best, len(g.times))
+            for db, g in found if db != r["db"] and both <= g.times.keys()]  # fmt: skip
 
 
 def show(r: dict, read: list[Reading]) -> None:  # type: ignore[type-arg]
@@ -97,9 +90,9 @@ def main() -> None:
         sys.exit(f"{args.eval}: not costmodel_eval.py's --json output "
                  f"({type(exc).__name__}: {exc}); write it with "
                  "`python benchmarks/costmodel_eval.py --json FILE`")  # fmt: skip
-    if rows and "pick" not in rows[0]:
-        sys.exit(f"{args.eval}: no config ids in it; write it again with "
-                 "`python benchmarks/costmodel_eval.py --json` (after 2026-12-05)")  # fmt: skip
+    if rows and ("pick" not in rows[0] or not {r["db"] for r in rows} <= SCORED):
+        sys.exit(f"{args.eval}: written before it held config ids and databases' paths; write "
+                 "it again with `python benchmarks/costmodel_eval.py --json FILE`")  # fmt: skip
     found: dict[tuple, list[tuple[str, Group]]] = {}  # type: ignore[type-arg]
     for db, gs in databases():
         for g in gs:

@@ -90,8 +90,8 @@ def cases_from_dataset() -> list[Case]:
             ids = [c.id for c in e.rows.configs]
             g = e.group
             where = " ".join(f"{k}={v}" for k, v in (*g.dtypes, *g.problem))
-            out.append(Case(e.label, f"{g.db}: {where}", list(e.times), list(e.rows.spills),
-                            members, [ids.index(h) for h in e.heuristic],
+            out.append(Case(e.label, f"{Path(g.db).name}: {where}", list(e.times),
+                            list(e.rows.spills), members, [ids.index(h) for h in e.heuristic],
                             [row[col] for row in e.rows.matrix]))  # fmt: skip
         print(f"trained without {family[:8]}: {len(out)} buckets", file=sys.stderr, flush=True)
     return out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import json
 import math
 import random
@@ -456,12 +457,12 @@ def test_the_shipped_model_loads_and_its_provenance_names_the_committed_database
     assert model.version == cm.VERSION
     prov = json.loads(predict.SHIPPED.with_suffix(".json").read_text())
     assert prov["model"] == f"cost model v{cm.VERSION}" and prov["features"] == list(NAMES)
-    data = Path(__file__).resolve().parents[1] / "benchmarks" / "data"
-    import hashlib
-
-    for db in prov["databases"]:  # by name and content: two folders hold a decode database
-        hashes = {hashlib.sha256(p.read_bytes()).hexdigest() for p in data.rglob(db["file"])}
-        assert db["sha256"] in hashes, db["file"]
+    root = Path(__file__).resolve().parents[1]
+    for db in prov["databases"]:  # by path from the repository and content
+        assert db["file"].startswith("benchmarks/data/"), db["file"]
+        assert hashlib.sha256((root / db["file"]).read_bytes()).hexdigest() == db["sha256"]
+    # each database's buckets counted once, by its path (two share a file name)
+    assert sum(db["buckets"] for db in prov["databases"]) == prov["buckets"]
     assert prov["buckets"] > 50 and len(prov["kernels"]) >= 5
 
 
@@ -773,6 +774,28 @@ def test_eval_command_scores_each_kernel_held_out_and_in_sample(
     assert 1.0 <= float(tail[1]) <= float(tail[2])
 
 
+def test_provenance_counts_two_databases_of_one_file_name_apart(
+    recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tune_db(recipe_dir, tmp_path)
+    monkeypatch.chdir(tmp_path)  # the databases named by relative paths, as provenance keeps them
+    lines = db.read_text().splitlines()
+    one = json.loads(lines[0])["problem"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / db.name).write_text(db.read_text())
+    # b: the same kernel's records at one of the two buckets only
+    (tmp_path / "b" / db.name).write_text(
+        "".join(x + "\n" for x in lines if json.loads(x)["problem"] == one))
+    out = invoke(["cost-model", "train", f"a/{db.name}", f"b/{db.name}", "--recipe",
+                  str(recipe_dir), "-o", str(tmp_path / "m.txt")], tmp_path)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    prov = json.loads((tmp_path / "m.json").read_text())
+    assert [(d["file"], d["buckets"]) for d in prov["databases"]] == [
+        (f"a/{db.name}", 2), (f"b/{db.name}", 1)]  # fmt: skip
+    assert prov["buckets"] == 3
+
+
 def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
     db = tune_db(recipe_dir, tmp_path)
     out = invoke(["cost-model", "train", str(db), "--recipe", str(recipe_dir),
@@ -781,8 +804,9 @@ def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
     assert "1 kernels, 2 buckets" in out.output
     assert cm.load_file(tmp_path / "m.txt").version == cm.VERSION
     prov = json.loads((tmp_path / "m.json").read_text())
-    assert prov["databases"][0]["file"] == db.name and prov["unmatched_buckets"] == 0
-    assert prov["stale_records"] == {}
+    assert prov["databases"] == [{"file": str(db), "sha256": hashlib.sha256(db.read_bytes())
+                                  .hexdigest(), "buckets": 2}]  # fmt: skip
+    assert prov["unmatched_buckets"] == 0 and prov["stale_records"] == {}
     # Leave-one-kernel-out needs a second kernel to train on: said, not a traceback.
     out = invoke(["cost-model", "eval", str(db), "--recipe", str(recipe_dir)], tmp_path)
     assert out.exit_code == 2 and "at least two kernels" in out.output
@@ -932,7 +956,7 @@ def test_a_bucket_measured_again_is_read_in_every_other_database_that_timed_both
 
     scored = sorted(SCORED)[0]  # a scored database's path under benchmarks/data
     row = {"name": "k", "source": "s", "arch": "sm_90", "dtypes": {"T": "fp16"},
-           "problem": {"M": 64, "N": 8}, "db": Path(scored).name, "pick": "p", "fastest": "f",
+           "problem": {"M": 64, "N": 8}, "db": scored, "pick": "p", "fastest": "f",
            "model": 2.0}  # fmt: skip
     key = bucket(row)
     assert key == ("k", "s", "sm_90", (("T", "fp16"),), (("M", 64), ("N", 8)))
@@ -944,11 +968,12 @@ def test_a_bucket_measured_again_is_read_in_every_other_database_that_timed_both
         (scored, group({"p": 2.0, "f": 1.0})),  # the run the row was scored on: not read
         ("again/a.tunedb.jsonl.gz", group({"p": 1.0, "f": 1.1, "o": 0.9})),
         ("again/b.tunedb.jsonl.gz", group({"p": 1.0, "o": 0.5})),  # the fastest not timed
-        (scored, group({"p": 3.0, "f": 1.0})),  # the same path, other times: read
+        # another database of the same file name (two scored ones share one): read
+        (f"other/{Path(scored).name}", group({"p": 3.0, "f": 1.0})),
     ]
     assert [(x.db, x.pick, x.configs) for x in readings(row, found)] == [
         ("again/a.tunedb.jsonl.gz", 1.0 / 0.9, 3),
-        (scored, 3.0, 2),
+        (f"other/{Path(scored).name}", 3.0, 2),
     ]
 
 

@@ -45,7 +45,7 @@ Key = tuple[str, str, str, str, Dtypes, Problem]  # kernel, source, device, arch
 
 @dataclass(frozen=True)
 class Group:
-    db: str  # the database's file name: groups of two databases never mix
+    db: str  # the database, as its path was given: groups of two databases never mix
     kernel: str
     source: str
     device: str

@@ -60,7 +60,7 @@ def load(
         records += len(recs)
         recs, dropped = catalog.current(recs)
         stale.update(dropped)
-        for g in groups(recs, db.name):
+        for g in groups(recs, str(db)):
             r = catalog.resolve(g)
             if r is None:
                 unmatched += 1

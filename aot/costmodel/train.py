@@ -65,7 +65,7 @@ def provenance(ds: Dataset) -> dict[str, object]:
         "lightgbm": lightgbm.__version__,
         "date": datetime.date.today().isoformat(),
         "databases": [
-            {"file": db.name, "sha256": sha256(db), "buckets": per_db.get(db.name, 0)}
+            {"file": str(db), "sha256": sha256(db), "buckets": per_db.get(str(db), 0)}
             for db in ds.databases
         ],
         "records": ds.records,
