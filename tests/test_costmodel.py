@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import shutil
@@ -774,6 +775,27 @@ def test_eval_command_scores_each_kernel_held_out_and_in_sample(
     assert 1.0 <= float(tail[1]) <= float(tail[2])
 
 
+def test_the_training_script_trains_on_what_the_shipped_model_names(tmp_path: Path) -> None:
+    """benchmarks/costmodel_train.py, run bare, retrains the shipped model: its databases
+    are those the provenance names, in order; what --add and --recipe give follows."""
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    from costmodel_train import SHIPPED, train_args
+
+    assert SHIPPED == predict.SHIPPED
+    prov = json.loads(predict.SHIPPED.with_suffix(".json").read_text())
+    args = train_args([], [], SHIPPED)
+    assert args[:2] == ["cost-model", "train"]
+    assert args[-2:] == ["-o", "aot/costmodel/data/model-v1.txt"]
+    dbs = args[2 : args.index("--recipe")]
+    assert dbs == [db["file"] for db in prov["databases"]]
+    mine = tmp_path / "mine.tunedb.jsonl"
+    more = train_args([mine], [tmp_path / "r.toml"], tmp_path / "m.txt")
+    assert more[2 : 2 + len(dbs) + 1] == [*dbs, os.path.relpath(mine, root)]
+    assert more[-4:] == ["--recipe", os.path.relpath(tmp_path / "r.toml", root), "-o",
+                         os.path.relpath(tmp_path / "m.txt", root)]  # fmt: skip
+
+
 def test_provenance_counts_two_databases_of_one_file_name_apart(
     recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -786,7 +808,8 @@ def test_provenance_counts_two_databases_of_one_file_name_apart(
     (tmp_path / "a" / db.name).write_text(db.read_text())
     # b: the same kernel's records at one of the two buckets only
     (tmp_path / "b" / db.name).write_text(
-        "".join(x + "\n" for x in lines if json.loads(x)["problem"] == one))
+        "".join(x + "\n" for x in lines if json.loads(x)["problem"] == one)
+    )
     out = invoke(["cost-model", "train", f"a/{db.name}", f"b/{db.name}", "--recipe",
                   str(recipe_dir), "-o", str(tmp_path / "m.txt")], tmp_path)  # fmt: skip
     assert out.exit_code == 0, out.output
