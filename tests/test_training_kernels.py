@@ -260,6 +260,17 @@ def _grouped_gemm(
     )
 
 
+def _causal_conv1d(
+    mods: dict[str, ModuleType], B: int, D: int, L: int, dtype: str, bd: int, bl: int
+) -> float:
+    meta = {"WIDTH": 4, "BLOCK_D": bd, "BLOCK_L": bl, "num_warps": 2}
+    sizes = {"BATCH": B, "D": D, "L": L}
+    grid = (_cdiv(L, bl), _cdiv(D, bd), B)
+    return _error(
+        _launch(mods, "causal_conv1d", "causal_conv1d", "causal_conv1d", sizes, dtype, grid, meta)
+    )
+
+
 def _linear_splitk(
     mods: dict[str, ModuleType],
     M: int,
@@ -305,6 +316,10 @@ for _dt in ("fp16", "bf16"):
     CASES[f"bmm-{_dt}"] = partial(_bmm, B=2, M=20, N=48, K=40, dtype=_dt, blocks=(16, 32, 16))
     # 37 rows over 5 uneven groups, each with a ragged last tile
     CASES[f"grouped-gemm-{_dt}"] = partial(_grouped_gemm, M=37, G=5, dtype=_dt, blocks=(8, 32, 16))
+    # 37 channels, 70 steps: ragged tiles both ways, each tile's halo reaching the previous
+    CASES[f"causal-conv1d-{_dt}"] = partial(
+        _causal_conv1d, B=2, D=37, L=70, dtype=_dt, bd=16, bl=32
+    )
     # K = 200 in 3 slices of 80 (5 tiles of 16): the last slice holds 40, its last tile ragged
     CASES[f"linear-splitk-3-{_dt}"] = partial(
         _linear_splitk, M=5, N=40, K=200, dtype=_dt, blocks=(16, 32, 16), split=3
@@ -319,6 +334,10 @@ CASES["linear-splitk-empty-slice-fp16"] = partial(
 # 3 rows over 7 groups: empty groups, and programs past the last tile
 CASES["grouped-gemm-empty-groups-bf16"] = partial(
     _grouped_gemm, M=3, G=7, dtype="bf16", blocks=(16, 16, 32)
+)
+# a sequence shorter than the filter: every output reads the zeros before it
+CASES["causal-conv1d-short-bf16"] = partial(
+    _causal_conv1d, B=1, D=5, L=3, dtype="bf16", bd=4, bl=64
 )
 CASES["row-stats-ties-fp16"] = partial(_row_stats, M=5, N=1000, dtype="fp16", bm=2, bn=256)
 CASES["row-stats-one-row-per-program-bf16"] = partial(
@@ -346,6 +365,7 @@ def _modules() -> dict[str, Any]:
         "qk_norm",
         "linear_splitk",
         "grouped_gemm",
+        "causal_conv1d",
     )
     mods = {s: _load(TRAINING / f"{s}.py", f"training_{s}") for s in stems}
     return {**mods, "ref": _load(TRAINING / "reference.py", "training_reference")}
@@ -466,6 +486,16 @@ COMPILES = {
         {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 64, "MAX_GROUPS": 32},
         4,
         3,
+    ),
+    "causal_conv1d": (
+        "causal_conv1d",
+        "causal_conv1d",
+        "causal_conv1d",
+        {"BATCH": 2, "D": 5376, "L": 256},
+        "bf16",
+        {"WIDTH": 4, "BLOCK_D": 16, "BLOCK_L": 256},
+        4,
+        1,
     ),
     "linear_splitk": (
         "linear_splitk",

@@ -292,3 +292,24 @@ def grouped_gemm_reference(a, b, out, offsets, M, N, K, G, *strides):  # type: i
         lo, hi = ends[g], ends[g + 1]
         want[lo:hi] = a[lo:hi].double() @ b[g].double()
     return {"out_ptr": want}
+
+
+# -- causal depthwise conv1d + SiLU ----------------------------------------------------------
+
+CONV_WIDTH = 4
+
+
+def causal_conv1d_inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-untyped-def]
+    B, D, L = sizes["BATCH"], sizes["D"], sizes["L"]
+    dt = _dtype(dtypes)
+    x = _randn((B, D, L), dt, device)
+    w = _randn((D, CONV_WIDTH), dt, device, 0.5)
+    bias = _randn((D,), dt, device, 0.5)
+    out = _empty((B, D, L), dt, device)
+    return [x, w, bias, out, D, L, x.stride(0), x.stride(1), out.stride(0), out.stride(1)]
+
+
+def causal_conv1d_reference(x, w, bias, out, D, L, *strides):  # type: ignore[no-untyped-def]
+    xs = torch.nn.functional.pad(x.double(), (CONV_WIDTH - 1, 0))
+    h = torch.nn.functional.conv1d(xs, w.double()[:, None, :], bias.double(), groups=D)
+    return {"out_ptr": torch.nn.functional.silu(h)}
