@@ -90,9 +90,14 @@ def main() -> None:
         sys.exit(f"{args.eval}: not costmodel_eval.py's --json output "
                  f"({type(exc).__name__}: {exc}); write it with "
                  "`python benchmarks/costmodel_eval.py --json FILE`")  # fmt: skip
-    if rows and ("pick" not in rows[0] or not {r["db"] for r in rows} <= SCORED):
-        sys.exit(f"{args.eval}: written before it held config ids and databases' paths; write "
-                 "it again with `python benchmarks/costmodel_eval.py --json FILE`")  # fmt: skip
+    if rows and "pick" not in rows[0]:
+        sys.exit(f"{args.eval}: no config ids in it (written before 2026-12-05); write it "
+                 "again with `python benchmarks/costmodel_eval.py --json FILE`")  # fmt: skip
+    if other := sorted({r["db"] for r in rows} - SCORED):
+        sys.exit(f"{args.eval}: scored on databases other than the committed ones under "
+                 f"benchmarks/data ({', '.join(other[:3])}): file names alone (written before "
+                 "2026-12-05), or added with --add; write it again with `python "
+                 "benchmarks/costmodel_eval.py --json FILE`")  # fmt: skip
     found: dict[tuple, list[tuple[str, Group]]] = {}  # type: ignore[type-arg]
     for db, gs in databases():
         for g in gs:

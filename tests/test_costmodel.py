@@ -13,6 +13,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -998,6 +999,28 @@ def test_a_bucket_measured_again_is_read_in_every_other_database_that_timed_both
         ("again/a.tunedb.jsonl.gz", 1.0 / 0.9, 3),
         (f"other/{Path(scored).name}", 3.0, 2),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("not json", "not costmodel_eval.py's --json output"),
+        ('{"loo": [{"db": "h200-gallery/splitk.tunedb.jsonl.gz", "model": 1.0}]}',
+         "no config ids in it"),
+        # a file name alone, as written before the databases' paths: which splitk?
+        ('{"loo": [{"db": "splitk.tunedb.jsonl.gz", "pick": "p", "fastest": "f"}]}',
+         "scored on databases other than the committed ones"),
+    ],
+)  # fmt: skip
+def test_remeasured_refuses_an_eval_file_it_cannot_read_by_name(
+    tmp_path: Path, text: str, said: str
+) -> None:
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "costmodel_remeasured.py"
+    (tmp_path / "eval.json").write_text(text)
+    proc = subprocess.run([sys.executable, str(script), "--eval", str(tmp_path / "eval.json")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 1 and said in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and str(tmp_path / "eval.json") in proc.stderr
 
 
 REMEASURED = [
