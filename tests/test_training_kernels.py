@@ -314,7 +314,7 @@ for _dt in ("fp16", "bf16"):
     CASES[f"qk-norm-d128-{_dt}"] = partial(_qk_norm, name="qk_norm_d128", rows=13, dtype=_dt, br=4)
     CASES[f"qk-norm-d64-{_dt}"] = partial(_qk_norm, name="qk_norm_d64", rows=13, dtype=_dt, br=8)
     CASES[f"bmm-{_dt}"] = partial(_bmm, B=2, M=20, N=48, K=40, dtype=_dt, blocks=(16, 32, 16))
-    # 37 rows over 5 uneven groups, each with a ragged last tile
+    # 37 rows over 5 uneven groups (0, 5, 7, 16, 9 rows; tiles of 8): empty, ragged, exact
     CASES[f"grouped-gemm-{_dt}"] = partial(_grouped_gemm, M=37, G=5, dtype=_dt, blocks=(8, 32, 16))
     # 37 channels, 70 steps: ragged tiles both ways, each tile's halo reaching the previous
     CASES[f"causal-conv1d-{_dt}"] = partial(
