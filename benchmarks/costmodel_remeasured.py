@@ -29,13 +29,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from costmodel_eval import DATA, DBS  # noqa: E402
+from costmodel_eval import DATA, DBS, under_data  # noqa: E402
 
 from aot.costmodel.data import Group, groups, read_records  # noqa: E402
 from aot.errors import AotcError  # noqa: E402
 
 GOAL = 1.25  # issue 19: within 1.25× of the bucket's best
-SCORED = {str(p.relative_to(DATA)) for p in DBS}  # the databases costmodel_eval.py scores
+SCORED = {under_data(str(p)) for p in DBS}  # the databases costmodel_eval.py scores
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def databases() -> Iterator[tuple[str, list[Group]]]:
     """Every committed database's groups, by its path under benchmarks/data."""
     for path in sorted(DATA.rglob("*.tunedb.jsonl*")):
         try:
-            where = str(path.relative_to(DATA))
+            where = under_data(str(path))
             yield where, groups(read_records(path), where)
         except AotcError as exc:
             print(f"skipped: {exc}", file=sys.stderr)
