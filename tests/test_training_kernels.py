@@ -271,6 +271,14 @@ def _causal_conv1d(
     )
 
 
+def _split_combine(
+    mods: dict[str, ModuleType], splits: int, M: int, N: int, dtype: str, bn: int, warps: int
+) -> float:
+    meta = {"SPLITS": splits, "BLOCK_N": bn, "num_warps": warps}
+    name, sizes, grid = f"split_combine_{splits}", {"M": M, "N": N}, (M, _cdiv(N, bn))
+    return _error(_launch(mods, "split_combine", name, "split_combine", sizes, dtype, grid, meta))
+
+
 def _linear_splitk(
     mods: dict[str, ModuleType],
     M: int,
@@ -320,6 +328,10 @@ for _dt in ("fp16", "bf16"):
     CASES[f"causal-conv1d-{_dt}"] = partial(
         _causal_conv1d, B=2, D=37, L=70, dtype=_dt, bd=16, bl=32
     )
+    # 70 columns: two tiles of 32 and a ragged third; 16 splits of 3 rows
+    CASES[f"split-combine-16-{_dt}"] = partial(
+        _split_combine, splits=16, M=3, N=70, dtype=_dt, bn=32, warps=2
+    )
     # K = 200 in 3 slices of 80 (5 tiles of 16): the last slice holds 40, its last tile ragged
     CASES[f"linear-splitk-3-{_dt}"] = partial(
         _linear_splitk, M=5, N=40, K=200, dtype=_dt, blocks=(16, 32, 16), split=3
@@ -338,6 +350,10 @@ CASES["grouped-gemm-empty-groups-bf16"] = partial(
 # a sequence shorter than the filter: every output reads the zeros before it
 CASES["causal-conv1d-short-bf16"] = partial(
     _causal_conv1d, B=1, D=5, L=3, dtype="bf16", bd=4, bl=64
+)
+# one tile wider than the row (40 of 64 columns), 4 splits, one warp
+CASES["split-combine-4-bf16"] = partial(
+    _split_combine, splits=4, M=5, N=40, dtype="bf16", bn=64, warps=1
 )
 CASES["row-stats-ties-fp16"] = partial(_row_stats, M=5, N=1000, dtype="fp16", bm=2, bn=256)
 CASES["row-stats-one-row-per-program-bf16"] = partial(
@@ -366,6 +382,7 @@ def _modules() -> dict[str, Any]:
         "linear_splitk",
         "grouped_gemm",
         "causal_conv1d",
+        "split_combine",
     )
     mods = {s: _load(TRAINING / f"{s}.py", f"training_{s}") for s in stems}
     return {**mods, "ref": _load(TRAINING / "reference.py", "training_reference")}
@@ -495,6 +512,16 @@ COMPILES = {
         "bf16",
         {"WIDTH": 4, "BLOCK_D": 16, "BLOCK_L": 256},
         4,
+        1,
+    ),
+    "split_combine": (
+        "split_combine",
+        "split_combine",
+        "split_combine_16",
+        {"M": 4, "N": 4096},
+        "fp16",
+        {"SPLITS": 16, "BLOCK_N": 256},
+        1,
         1,
     ),
     "linear_splitk": (

@@ -313,3 +313,30 @@ def causal_conv1d_reference(x, w, bias, out, D, L, *strides):  # type: ignore[no
     xs = torch.nn.functional.pad(x.double(), (CONV_WIDTH - 1, 0))
     h = torch.nn.functional.conv1d(xs, w.double()[:, None, :], bias.double(), groups=D)
     return {"out_ptr": torch.nn.functional.silu(h)}
+
+
+# -- split-K's reduce: out = bias + the sum of the splits' fp32 partials ----------------------
+
+
+def _split_combine_inputs(splits, sizes, dtypes, device):  # type: ignore[no-untyped-def]
+    M, N = sizes["M"], sizes["N"]
+    dt = _dtype(dtypes)
+    part = _randn((splits, M, N), torch.float32, device)
+    bias = _randn((N,), dt, device, 0.5)
+    out = _empty((M, N), dt, device)
+    return [part, bias, out, M, N]
+
+
+def split_combine_16_inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-untyped-def]
+    return _split_combine_inputs(16, sizes, dtypes, device)
+
+
+def split_combine_4_inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-untyped-def]
+    return _split_combine_inputs(4, sizes, dtypes, device)
+
+
+def split_combine_reference(part, bias, out, M, N):  # type: ignore[no-untyped-def]
+    return {"out_ptr": part.double().sum(dim=0) + bias.double()}
+
+
+split_combine_16_reference = split_combine_4_reference = split_combine_reference
