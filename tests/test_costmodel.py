@@ -972,6 +972,42 @@ def test_in_sample_tells_a_features_limit_from_a_kernel_never_seen() -> None:
         assert times[ids.index(r.fastest)] == min(times)
 
 
+def test_the_learning_curve_draws_each_held_out_kernels_training_kernels_from_the_others() -> None:
+    """benchmarks/costmodel_curve.py: a seeded draw of the other kernels per held-out
+    kernel, never the held-out one; the whole draw is leave one kernel out itself."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from costmodel_curve import drawn, held_out
+
+    from aot.costmodel.data import Group
+    from aot.costmodel.dataset import Dataset, Example
+    from aot.costmodel.evaluate import leave_one_out
+    from aot.costmodel.table import Rows
+
+    fams = ["a", "b", "c", "d", "e"]
+    half = drawn(fams, "c", 0.5, 1)
+    assert len(half) == 2 and "c" not in half and half <= set(fams)
+    assert drawn(fams, "c", 0.5, 1) == half  # seeded: a run repeats
+    assert {frozenset(drawn(fams, "c", 0.5, s)) for s in range(20)} != {frozenset(half)}
+    assert drawn(fams, "c", 1.0, 1) == {"a", "b", "d", "e"} and len(drawn(fams, "c", 0.01, 1)) == 1
+    examples = []
+    for family, seed in (("a", 0), ("b", 1), ("c", 2)):
+        for n, (rows, times) in enumerate(synthetic(seed, 10)):
+            ids = [str(i) for i in range(len(rows))]
+            measured = dict(zip(ids, times, strict=True))
+            group = Group(db="d", kernel=family, source=family, device="H200", arch="sm_90",
+                          dtypes=(), problem=(("n", n),), times=measured)  # fmt: skip
+            configs = tuple(SimpleNamespace(id=i) for i in ids)
+            rw = Rows(configs, tuple(rows), tuple(False for _ in rows))  # type: ignore[arg-type]
+            examples.append(Example(group, family, family, rw, tuple(times), tuple(ids)))
+    ds = Dataset(examples=tuple(examples), databases=(), records=0, unmatched=0)
+    params = {"rounds": 20, "members": 1}
+    every = held_out(ds, 1.0, 0, params)
+    assert [(r.example, r.pick) for r in every] == [
+        (r.example, r.pick) for r in leave_one_out(ds, params)
+    ]
+    assert [r.example for r in held_out(ds, 0.5, 3, params)] == [r.example for r in every]
+
+
 def test_a_bucket_measured_again_is_read_in_every_other_database_that_timed_both_configs() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from costmodel_remeasured import SCORED, bucket, readings
