@@ -2,8 +2,8 @@
 SPLITS fp32 partial sums that SPLITS programs wrote for one output ([SPLITS, M, N], each
 split's rows contiguous) added into a 16-bit output. Each program combines a SPLITS ×
 BLOCK_N tile of one row over a 2-D grid (rows, column tiles): a reduction along a short
-leading axis, few programs at few rows (a latency-bound kernel), the same tile size in
-every bucket."""
+leading axis, few programs at few rows (a latency-bound kernel), a program's work the same
+whatever the rows."""
 
 import triton
 import triton.language as tl
