@@ -36,12 +36,16 @@ from aot.costmodel.evaluate import Scored, by_kernel, fit, geomean, score  # noq
 from aot.env import from_environ  # noqa: E402
 
 
-def drawn(families: list[str], held_out: str, fraction: float, seed: int) -> set[str]:
-    """The kernels a model for ``held_out`` trains on: a seeded draw of ``fraction`` of the
-    others (at least one)."""
-    others = [f for f in families if f != held_out]
-    k = max(1, round(fraction * len(others)))
-    return set(random.Random(f"{seed}:{held_out}").sample(others, k))
+def share(fraction: float, others: int) -> int:
+    """How many of ``others`` kernels a draw of ``fraction`` takes (at least one)."""
+    return max(1, round(fraction * others))
+
+
+def drawn(families: list[str], kernel: str, fraction: float, seed: int) -> set[str]:
+    """The kernels a model for ``kernel`` (held out) trains on: a seeded draw of ``fraction``
+    of the others."""
+    others = [f for f in families if f != kernel]
+    return set(random.Random(f"{seed}:{kernel}").sample(others, share(fraction, len(others))))
 
 
 def held_out(
@@ -85,9 +89,8 @@ def main() -> None:
     for fraction in sorted(args.fractions):
         t = time.time()
         runs = [held_out(ds, fraction, seed) for seed in args.seeds]
-        k = max(1, round(fraction * others))
-        print(row(f"{fraction:.0%}", f"{k}/{others}", runs), f"<!-- {time.time() - t:.0f} s -->",
-              flush=True)  # fmt: skip
+        print(row(f"{fraction:.0%}", f"{share(fraction, others)}/{others}", runs), flush=True)
+        print(f"({fraction:.0%}: {time.time() - t:.0f} s)", file=sys.stderr, flush=True)
     full = held_out(ds, 1.0, 0)  # every other kernel: the draw is all of them
     print(row("100%", f"{others}/{others}", [full]))
 
