@@ -937,29 +937,42 @@ def test_a_rows_warps_are_those_its_block_launches(tmp_path: Path) -> None:
         assert row[i("occupancy")] == blocks_per_sm(h200, warps * 32, f) * warps / 64
 
 
+def synthetic_kernel(
+    family: str, buckets: list[tuple[list[list[float]], list[float]]]
+) -> list[Any]:
+    """``dataset.Example``s of one made-up kernel, a bucket per (rows, times), none spilling:
+    what leave one kernel out reads of a measured kernel."""
+    from aot.costmodel.data import Group
+    from aot.costmodel.dataset import Example
+    from aot.costmodel.table import Rows
+
+    out = []
+    for n, (rows, times) in enumerate(buckets):
+        ids = [str(i) for i in range(len(rows))]
+        measured = dict(zip(ids, times, strict=True))
+        group = Group(db="d", kernel=family, source=family, device="H200", arch="sm_90",
+                      dtypes=(), problem=(("n", n),), times=measured)  # fmt: skip
+        configs = tuple(SimpleNamespace(id=i) for i in ids)
+        rw = Rows(configs, tuple(rows), tuple(False for _ in rows))  # type: ignore[arg-type]
+        out.append(Example(group, family, family, rw, tuple(times), tuple(ids)))
+    return out
+
+
 def test_in_sample_tells_a_features_limit_from_a_kernel_never_seen() -> None:
     """Two kernels whose configs rank in opposite orders of occupancy, a column telling the
     kernels apart: one model trained on both picks both well (the features suffice), while
     each held out is picked by the other's order, backwards."""
-    from aot.costmodel.data import Group
-    from aot.costmodel.dataset import Dataset, Example
+    from aot.costmodel.dataset import Dataset
     from aot.costmodel.evaluate import in_sample, leave_one_out
-    from aot.costmodel.table import Rows
 
     kernel = NAMES.index("log2_peak_tflops")
     examples = []
     for family, flip, seed in (("a", False, 0), ("b", True, 1)):
-        for n, (rows, times) in enumerate(synthetic(seed, 30)):
-            rows = [[*r[:kernel], float(flip), *r[kernel + 1 :]] for r in rows]
-            times = [1.0 / t if flip else t for t in times]
-            ids = [str(i) for i in range(len(rows))]
-            measured = dict(zip(ids, times, strict=True))
-            group = Group(db="d", kernel=family, source=family, device="H200", arch="sm_90",
-                          dtypes=(), problem=(("n", n),), times=measured)  # fmt: skip
-            configs = tuple(SimpleNamespace(id=i) for i in ids)
-            spills = tuple(False for _ in rows)
-            examples.append(Example(group, family, family, Rows(configs, tuple(rows), spills),
-                                    tuple(times), tuple(ids)))  # type: ignore[arg-type]  # fmt: skip
+        examples += synthetic_kernel(family, [
+            ([[*r[:kernel], float(flip), *r[kernel + 1 :]] for r in rows],
+             [1.0 / t if flip else t for t in times])
+            for rows, times in synthetic(seed, 30)
+        ])  # fmt: skip
     ds = Dataset(examples=tuple(examples), databases=(), records=0, unmatched=0)
     params = {"rounds": 60, "members": 1}
     inside, held = in_sample(ds, params), leave_one_out(ds, params)
@@ -978,10 +991,8 @@ def test_the_learning_curve_draws_each_held_out_kernels_training_kernels_from_th
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from costmodel_curve import drawn, held_out
 
-    from aot.costmodel.data import Group
-    from aot.costmodel.dataset import Dataset, Example
+    from aot.costmodel.dataset import Dataset
     from aot.costmodel.evaluate import leave_one_out
-    from aot.costmodel.table import Rows
 
     fams = ["a", "b", "c", "d", "e"]
     half = drawn(fams, "c", 0.5, 1)
@@ -989,16 +1000,8 @@ def test_the_learning_curve_draws_each_held_out_kernels_training_kernels_from_th
     assert drawn(fams, "c", 0.5, 1) == half  # seeded: a run repeats
     assert {frozenset(drawn(fams, "c", 0.5, s)) for s in range(20)} != {frozenset(half)}
     assert drawn(fams, "c", 1.0, 1) == {"a", "b", "d", "e"} and len(drawn(fams, "c", 0.01, 1)) == 1
-    examples = []
-    for family, seed in (("a", 0), ("b", 1), ("c", 2)):
-        for n, (rows, times) in enumerate(synthetic(seed, 10)):
-            ids = [str(i) for i in range(len(rows))]
-            measured = dict(zip(ids, times, strict=True))
-            group = Group(db="d", kernel=family, source=family, device="H200", arch="sm_90",
-                          dtypes=(), problem=(("n", n),), times=measured)  # fmt: skip
-            configs = tuple(SimpleNamespace(id=i) for i in ids)
-            rw = Rows(configs, tuple(rows), tuple(False for _ in rows))  # type: ignore[arg-type]
-            examples.append(Example(group, family, family, rw, tuple(times), tuple(ids)))
+    examples = [e for f, seed in (("a", 0), ("b", 1), ("c", 2))
+                for e in synthetic_kernel(f, synthetic(seed, 10))]  # fmt: skip
     ds = Dataset(examples=tuple(examples), databases=(), records=0, unmatched=0)
     params = {"rounds": 20, "members": 1}
     every = held_out(ds, 1.0, 0, params)
