@@ -14,11 +14,12 @@ W=${W:-/tmp/aotc-training}
 source benchmarks/gpu_run.sh
 mkdir -p "$OUT/training"
 DEADLINE=${DEADLINE:-450}  # seconds for all builds of one call (README.md: the set takes two)
-KERNELS=${KERNELS:-"attention layernorm row_stats cross_entropy bias_gelu transpose bmm qk_norm grouped_gemm causal_conv1d split_combine"}
+KERNELS=${KERNELS:-"attention layernorm row_stats cross_entropy bias_gelu transpose bmm qk_norm grouped_gemm causal_conv1d split_combine w8_linear"}
 # per recipe: about twice benchmarks/training/estimate.py's figure, plus start-up
 declare -A LIMIT=([attention]=110 [layernorm]=90 [row_stats]=90 [cross_entropy]=80
                   [bias_gelu]=70 [transpose]=60 [bmm]=300 [qk_norm]=60 [grouped_gemm]=110
-                  [causal_conv1d]=60 [split_combine]=60 [linear_splitk]=260)
+                  [causal_conv1d]=60 [split_combine]=60 [w8_linear]=110
+                  [linear_splitk]=260)
 python3 -c 'import torch, triton; print("torch", torch.__version__, "triton", triton.__version__)' >> "$S" 2>&1
 
 collect() {  # after every stage, so that a call cut short still sends back what it had;

@@ -201,7 +201,10 @@ def _patch_interpreter() -> None:
       ``range(0, K, ...)`` loop in a kernel) with ``int(array)``, which NumPy 2.4 refuses
       for arrays with a dimension: read the element instead;
     - its ``tl.dot`` multiplies bf16 operands as their raw uint16 storage: widen them to
-      fp32 first (exact), as the GPU's tensor cores do.
+      fp32 first (exact), as the GPU's tensor cores do;
+    - it casts an integer to bf16 by storing the integer as the bf16's raw uint16 bits (an
+      int8 weight dequantized to bf16 reads as a NaN or a denormal): go through fp32, as
+      its own fp32 to bf16 cast rounds.
     """
     import numpy as np
     import triton.language as tl
@@ -231,6 +234,14 @@ def _patch_interpreter() -> None:
         return original_dot(self, widen(a), widen(b), *rest)
 
     builder.create_dot = create_dot
+
+    def int_to_fp(self: Any, src: Any, dst_type: Any) -> Any:
+        if dst_type.scalar != tl.bfloat16:
+            return self.cast_impl(src, dst_type)
+        wide = interpreter.TensorHandle(src.data.astype(np.float32), tl.float32)
+        return self.cast_impl(wide, dst_type)
+
+    builder.create_si_to_fp = builder.create_ui_to_fp = int_to_fp
 
 
 def _child() -> None:

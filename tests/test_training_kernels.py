@@ -279,6 +279,15 @@ def _split_combine(
     return _error(_launch(mods, "split_combine", name, "split_combine", sizes, dtype, grid, meta))
 
 
+def _w8_linear(
+    mods: dict[str, ModuleType], M: int, N: int, K: int, dtype: str, blocks: tuple[int, int, int]
+) -> float:
+    bm, bn, bk = blocks
+    meta = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4}
+    sizes, grid = {"M": M, "N": N, "K": K}, (_cdiv(M, bm), _cdiv(N, bn))
+    return _error(_launch(mods, "w8_linear", "w8_linear", "w8_linear", sizes, dtype, grid, meta))
+
+
 def _linear_splitk(
     mods: dict[str, ModuleType],
     M: int,
@@ -332,6 +341,10 @@ for _dt in ("fp16", "bf16"):
     CASES[f"split-combine-16-{_dt}"] = partial(
         _split_combine, splits=16, M=3, N=70, dtype=_dt, bn=32, warps=2
     )
+    # 20 rows, 50 columns, K = 72: ragged tiles all three ways (the last K tile 8 of 32)
+    CASES[f"w8-linear-{_dt}"] = partial(
+        _w8_linear, M=20, N=50, K=72, dtype=_dt, blocks=(16, 32, 32)
+    )
     # K = 200 in 3 slices of 80 (5 tiles of 16): the last slice holds 40, its last tile ragged
     CASES[f"linear-splitk-3-{_dt}"] = partial(
         _linear_splitk, M=5, N=40, K=200, dtype=_dt, blocks=(16, 32, 16), split=3
@@ -383,6 +396,7 @@ def _modules() -> dict[str, Any]:
         "grouped_gemm",
         "causal_conv1d",
         "split_combine",
+        "w8_linear",
     )
     mods = {s: _load(TRAINING / f"{s}.py", f"training_{s}") for s in stems}
     return {**mods, "ref": _load(TRAINING / "reference.py", "training_reference")}
@@ -524,6 +538,16 @@ COMPILES = {
         1,
         1,
     ),
+    "w8_linear": (
+        "w8_linear",
+        "w8_linear",
+        "w8_linear",
+        {"M": 16, "N": 4096, "K": 4096},
+        "bf16",
+        {"BLOCK_M": 16, "BLOCK_N": 128, "BLOCK_K": 128},
+        4,
+        3,
+    ),
     "linear_splitk": (
         "linear_splitk",
         "linear_splitk",
@@ -539,6 +563,7 @@ _TYPES = {
     "torch.float16": "*fp16",
     "torch.bfloat16": "*bf16",
     "torch.float32": "*fp32",
+    "torch.int8": "*i8",
     "torch.int32": "*i32",
     "torch.int64": "*i64",
 }

@@ -340,3 +340,24 @@ def split_combine_reference(part, bias, out, M, N):  # type: ignore[no-untyped-d
 
 
 split_combine_16_reference = split_combine_4_reference = split_combine_reference
+
+
+# -- a weight-only int8 linear layer: y = (x @ w^T) * scale -----------------------------------
+
+
+def w8_linear_inputs(sizes, dtypes, device="cuda", config=None):  # type: ignore[no-untyped-def]
+    M, N, K = sizes["M"], sizes["N"], sizes["K"]
+    dt = _dtype(dtypes)
+    x = _randn((M, K), dt, device)
+    if device == "meta":
+        w = torch.empty((N, K), dtype=torch.int8, device="meta")
+    else:
+        w = torch.randint(-127, 128, (N, K), dtype=torch.int8, device=device)
+    # per-output scales as a symmetric quantizer leaves them: about max|w| / 127
+    scale = _randn((N,), torch.float32, device, 0.1).abs() / 127 + 1e-4
+    y = _empty((M, N), dt, device)
+    return [x, w, scale, y, M, N, K, x.stride(0), w.stride(0), y.stride(0)]
+
+
+def w8_linear_reference(x, w, scale, y, M, N, K, *strides):  # type: ignore[no-untyped-def]
+    return {"y_ptr": (x.double() @ w.double().T) * scale.double()}
