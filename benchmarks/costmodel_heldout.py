@@ -144,14 +144,14 @@ def whole_space_picks(r: Resolved, timed: Collection[str], env: Environment) -> 
     heuristic = rank(r.inst, r.bucket)[0].id in timed
     if set(r.configs) <= set(timed):
         return True, heuristic
-    picks = _build_chooser(r.plan, env)(r.inst, r.bucket)
+    picks = build_chooser(r.plan, env)(r.inst, r.bucket)
     return bool(picks) and picks[0].config.id in timed, heuristic
 
 
 _CHOOSERS: dict[int, Chooser] = {}
 
 
-def _build_chooser(plan: Plan, env: Environment) -> Chooser:
+def build_chooser(plan: Plan, env: Environment) -> Chooser:
     """The chooser a CPU-only build of ``plan`` uses, one per plan (it compiles each
     instance's shortlists on first use)."""
     from aot.costmodel import predict
