@@ -6,15 +6,16 @@
 # gzipped, with its build's report and log, in $OUT/training.tar.gz; a table of what each
 # database holds is printed last. benchmarks/training/README.md says what to do with them.
 #   device: carry [".whl"], command: bash benchmarks/run_training_on_gpu.sh
-# KERNELS picks recipes (file stems, in order; linear_splitk, a candidate left out of the
-# training set, only when named: benchmarks/data/h200-training-candidates/); SEED names a
+# KERNELS picks recipes (file stems, in order; the candidates measured and left out of the
+# training set, linear_splitk, grouped_gemm, causal_conv1d, split_combine and w8_linear, only
+# when named: benchmarks/data/h200-training-candidates/); SEED names a
 # carried folder of earlier NAME.tunedb.jsonl(.gz) files, whose measurements are kept and
 # not taken again.
 W=${W:-/tmp/aotc-training}
 source benchmarks/gpu_run.sh
 mkdir -p "$OUT/training"
 DEADLINE=${DEADLINE:-450}  # seconds for all builds of one call (README.md: the set takes two)
-KERNELS=${KERNELS:-"attention layernorm row_stats cross_entropy bias_gelu transpose bmm qk_norm grouped_gemm causal_conv1d split_combine w8_linear"}
+KERNELS=${KERNELS:-"attention layernorm row_stats cross_entropy bias_gelu transpose bmm qk_norm"}
 # per recipe: about twice benchmarks/training/estimate.py's figure, plus start-up
 declare -A LIMIT=([attention]=110 [layernorm]=90 [row_stats]=90 [cross_entropy]=80
                   [bias_gelu]=70 [transpose]=60 [bmm]=300 [qk_norm]=60 [grouped_gemm]=110
