@@ -709,6 +709,12 @@ CANDIDATES = {
     "w8_linear": ("w8_linear", 5, {204}),
     "bmm_sizes": ("bmm", 10, {176}),
 }
+CANDIDATE_DBS = ROOT / "benchmarks" / "data" / "h200-training-candidates"
+
+
+def test_the_candidates_folder_holds_the_listed_databases_only() -> None:
+    found = sorted(p.name.split(".")[0] for p in CANDIDATE_DBS.glob("*.tunedb.jsonl.gz"))
+    assert found == sorted(CANDIDATES)
 
 
 @pytest.mark.parametrize("stem", list(CANDIDATES))
@@ -722,11 +728,7 @@ def test_each_candidate_database_resolves_to_its_recipe(stem: str) -> None:
     from aot.costmodel.data import Catalog, groups, read_records
 
     recipe, buckets, per_bucket = CANDIDATES[stem]
-    folder = ROOT / "benchmarks" / "data" / "h200-training-candidates"
-    assert sorted(p.name.split(".")[0] for p in folder.glob("*.tunedb.jsonl.gz")) == sorted(
-        CANDIDATES
-    )
-    db = folder / f"{stem}.tunedb.jsonl.gz"
+    db = CANDIDATE_DBS / f"{stem}.tunedb.jsonl.gz"
     found = groups(read_records(db), db.name)
     assert len(found) == buckets
     catalog = Catalog([TRAINING / f"{recipe}.toml"])
