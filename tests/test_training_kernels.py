@@ -792,3 +792,35 @@ def test_the_gpu_script_sends_back_each_database_and_tabulates_it(tmp_path: Path
     assert "none: no benchmarks/training/none.toml" in proc.stdout
     row = next(x for x in proc.stdout.splitlines() if x.startswith("bmm.tunedb.jsonl"))
     assert row.split()[1:] == ["2", "4", "2-2", "2", "0", "1/1"], row
+
+
+# the H100's databases (benchmarks/data/h100-training/README.md): the buckets of each
+H100 = {"attention": 12, "bias_gelu": 10, "bmm": 15, "causal_conv1d": 4, "cross_entropy": 8,
+        "grouped_gemm": 5, "layernorm": 10, "qk_norm": 10, "row_stats": 8, "split_combine": 10,
+        "transpose": 4, "w8_linear": 5}  # fmt: skip
+H100_DBS = ROOT / "benchmarks" / "data" / "h100-training"
+
+
+def test_the_h100_folder_holds_every_training_recipes_database() -> None:
+    found = sorted(p.name.split(".")[0] for p in H100_DBS.glob("*.tunedb.jsonl.gz"))
+    assert found == sorted(H100)
+    assert set(H100) == {p.stem for p in TRAINING.glob("*.toml")} - {"linear_splitk"}
+
+
+@pytest.mark.parametrize("stem", list(H100))
+def test_each_h100_database_times_every_config_of_its_recipe(stem: str) -> None:
+    """The H100's measurements of the training recipes are of their sources as they stand,
+    on an H100, with every candidate config timed at every bucket."""
+    pytest.importorskip("torch", reason="planning the training recipes needs torch")
+    pytest.importorskip("triton", reason="planning the training recipes needs triton")
+    from aot.costmodel.data import Catalog, groups, read_records
+
+    db = H100_DBS / f"{stem}.tunedb.jsonl.gz"
+    found = groups(read_records(db), db.name)
+    assert len(found) == H100[stem]
+    catalog = Catalog([TRAINING / f"{stem}.toml"])
+    for group in found:
+        assert group.device == "NVIDIA H100 80GB HBM3"
+        resolved = catalog.resolve(group)
+        assert resolved is not None, group.problem
+        assert set(group.times) == set(resolved.configs), (group.kernel, group.problem)
