@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="folders of another GPU's databases: the transferred column")  # fmt: skip
     args = ap.parse_args(argv)
 
-    from costmodel_heldout import build_chooser
+    from costmodel_heldout import shipped_pick
 
     from aot.costmodel import dataset
     from aot.costmodel.data import Catalog
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         r, g = score(model, e), e.group
         resolved = catalog.resolve(g)
         assert resolved is not None  # dataset.load resolved it through an equal catalog
-        pick = build_chooser(resolved.plan, env)(resolved.inst, resolved.bucket)[0].config.id
+        pick = shipped_pick(resolved, env)
         there = elsewhere.get((g.kernel, g.source, g.dtypes, g.problem))
         results.append(r)
         rows.append({"kernel": g.kernel, "db": Path(g.db).name, "device": g.device,

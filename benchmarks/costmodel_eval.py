@@ -273,7 +273,8 @@ def main() -> None:
                      "problem": dict(r.example.group.problem), "configs": len(r.example.times),
                      "model": r.model, "heuristic": r.heuristic, "random": r.random,
                      "spilled": r.spilled, "in_sample": i.model, "pick": r.pick,
-                     "fastest": r.fastest}
+                     "fastest": r.fastest, "shipped": r.shipped,
+                     "shipped_full": r.shipped_full}
                     for r, i in zip(results, inside, strict=True)],
             "stale_records": dict(ds.stale),
             "unmatched_buckets": ds.unmatched,

@@ -60,6 +60,7 @@ from aot.costmodel.data import Catalog  # noqa: E402
 from aot.costmodel.dataset import Example  # noqa: E402
 from aot.costmodel.evaluate import Scored, leave_one_out  # noqa: E402
 from aot.costmodel.features import NAMES, SIZES  # noqa: E402
+from aot.costmodel.table import Rows  # noqa: E402
 from aot.env import from_environ  # noqa: E402
 from aot.plan import Config  # noqa: E402
 
@@ -135,11 +136,14 @@ SETS = {"kinds": [f"kind_{k}" for k in (*CALLS, "atomic", "loop")],
 def extended(ds: dataset.Dataset, names: Sequence[str]) -> dataset.Dataset:
     """``ds`` (loaded with ``COLUMNS``) with the model's columns and the candidate columns
     ``names`` in every row."""
-    examples = []
-    for e in ds.examples:
+
+    def more(e: Example, rows: Rows) -> Rows:
         matrix = tuple(tuple(row[: len(NAMES)]) + tuple(CANDIDATES[n](e, c, row) for n in names)
-                       for c, row in zip(e.rows.configs, e.rows.matrix, strict=True))  # fmt: skip
-        examples.append(dataclasses.replace(e, rows=dataclasses.replace(e.rows, matrix=matrix)))
+                       for c, row in zip(rows.configs, rows.matrix, strict=True))  # fmt: skip
+        return dataclasses.replace(rows, matrix=matrix)
+
+    examples = [dataclasses.replace(e, rows=more(e, e.rows), pending=more(e, e.pending))
+                for e in ds.examples]  # fmt: skip
     return dataclasses.replace(ds, examples=tuple(examples))
 
 

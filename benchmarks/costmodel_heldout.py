@@ -42,7 +42,6 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -88,6 +87,9 @@ class Bucket:
     spilled: bool  # the model's pick spills while a timed config does not
     model_pick_timed: bool  # the model's pick over the whole space was timed
     heuristic_pick_timed: bool
+    # what a CPU-only build ships (its compile-free shortlist, then the compiled scores):
+    # its time / best timed, None where the database did not time it
+    shipped: float | None = None
 
 
 def lay_out(lib: str, folder: Path, work: Path) -> list[Path]:
@@ -114,6 +116,7 @@ def evaluate(lib: str, recipes: list[Path], env: Environment) -> tuple[list[Buck
     from aot.costmodel.data import Catalog
     from aot.costmodel.evaluate import evaluated, score
     from aot.costmodel.predict import shipped
+    from aot.heuristic import rank
 
     dbs = [DATA / f"h200-heldout-{lib}" / f"{db}.tunedb.jsonl.gz" for db in LIBRARIES[lib][1]]
     catalog = Catalog(recipes)
@@ -123,29 +126,24 @@ def evaluate(lib: str, recipes: list[Path], env: Environment) -> tuple[list[Buck
         s = score(shipped(), e)
         r = catalog.resolve(e.group)
         assert r is not None  # dataset.load resolved it through an equal catalog
-        model_timed, heuristic_timed = whole_space_picks(r, e.group.times, env)
+        pick = shipped_pick(r, env)
+        times = e.group.times
         out.append(Bucket(lib, e.label, Path(e.group.db).name, dict(e.group.dtypes),
                           dict(e.group.problem), len(e.times), len(r.configs), s.model,
-                          s.heuristic, s.random, s.spilled, model_timed,
-                          heuristic_timed))  # fmt: skip
+                          s.heuristic, s.random, s.spilled, pick in times,
+                          rank(r.inst, r.bucket)[0].id in times,
+                          times[pick] / e.group.best if pick in times else None))  # fmt: skip
     left = {"records": ds.records, "unmatched_buckets": ds.unmatched,
             "stale_records": dict(ds.stale), "recipes_not_planned": catalog.skipped}  # fmt: skip
     return out, left
 
 
-def whole_space_picks(r: Resolved, timed: Collection[str], env: Environment) -> tuple[bool, bool]:
-    """Whether the model's and the heuristic's picks over the bucket's whole space (what
-    a CPU-only build ships) were among the configs timed. The model's is the build's own
-    first choice (``predict.chooser``: every bucket's shortlist scored before compiling,
-    all of them compiled at once, each bucket scored again with what is known), which can
-    differ from its pick with every candidate compiled."""
-    from aot.heuristic import rank
-
-    heuristic = rank(r.inst, r.bucket)[0].id in timed
-    if set(r.configs) <= set(timed):
-        return True, heuristic
-    picks = build_chooser(r.plan, env)(r.inst, r.bucket)
-    return bool(picks) and picks[0].config.id in timed, heuristic
+def shipped_pick(r: Resolved, env: Environment) -> str:
+    """The config a CPU-only build ships at the bucket: the build's own first choice
+    (``predict.chooser``: every bucket's shortlist scored before compiling, all of them
+    compiled at once, each bucket scored again with what is known), which can differ from
+    the model's pick with every candidate compiled."""
+    return build_chooser(r.plan, env)(r.inst, r.bucket)[0].config.id
 
 
 _CHOOSERS: dict[int, Chooser] = {}
@@ -176,7 +174,10 @@ def summary(bs: list[Bucket]) -> dict:
             "random_geomean": geomean([b.random for b in bs]),
             "model_pick_untimed": sum(not b.model_pick_timed for b in bs),
             "heuristic_pick_untimed": sum(not b.heuristic_pick_timed for b in bs),
-            "model_spilled": sum(b.spilled for b in bs)}  # fmt: skip
+            "model_spilled": sum(b.spilled for b in bs),
+            "shipped_geomean": geomean(x) if (x := [b.shipped for b in bs if b.shipped]) else None,
+            "shipped_worst": max(x, default=None),
+            "shipped_within_1.25": sum(v <= 1.25 for v in x)}  # fmt: skip
 
 
 def row(label: str, s: dict) -> str:
@@ -213,17 +214,23 @@ def table(bs: list[Bucket]) -> tuple[str, dict]:
                      f"{s['model_pick_untimed']}, heuristic {s['heuristic_pick_untimed']}; "
                      "the model's pick spills where a "
                      f"timed config does not: {s['model_spilled']}")  # fmt: skip
+        timed = s["buckets"] - s["model_pick_untimed"]
+        lines.append(f"what a CPU-only build ships (its compile-free shortlist, then scored "
+                     f"compiled), at the {timed} buckets where it was timed: geomean "
+                     f"{s['shipped_geomean']:.3f}×, worst {s['shipped_worst']:.2f}×, within "
+                     f"1.25× {s['shipped_within_1.25']}")  # fmt: skip
     return "\n".join(lines), sums
 
 
 def print_buckets(bs: list[Bucket]) -> None:
-    print("\n| kernel | dtypes | problem | timed/space | model | heuristic | random |")
-    print("|---|---|---|---:|---:|---:|---:|")
+    print("\n| kernel | dtypes | problem | timed/space | model | heuristic | random | shipped |")
+    print("|---|---|---|---:|---:|---:|---:|---:|")
     for b in bs:
         dt = ",".join(f"{k}={v}" for k, v in b.dtypes.items())
         pr = " ".join(f"{k}={v}" for k, v in b.problem.items())
         print(f"| {b.library} {b.kernel} | {dt} | {pr} | {b.timed}/{b.space} | {b.model:.2f}× | "
-              f"{b.heuristic:.2f}× | {b.random:.2f}× |")  # fmt: skip
+              f"{b.heuristic:.2f}× | {b.random:.2f}× | "
+              f"{'untimed' if b.shipped is None else f'{b.shipped:.2f}×'} |")  # fmt: skip
 
 
 def sources(given: list[str]) -> dict[str, Path]:

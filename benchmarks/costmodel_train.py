@@ -5,7 +5,7 @@
 Runs ``aotc cost-model train`` over the committed H200 databases and the recipes that
 define their kernels (``costmodel_eval.py``'s ``DBS`` and ``RECIPES``: what leave one kernel
 out scores), from the repository root, so that the provenance names each database by its
-path in the repository. With no arguments it writes ``aot/costmodel/data/model-v1.txt`` and
+path in the repository. With no arguments it writes ``aot/costmodel/data/model-v2.txt`` and
 its ``.json``, the shipped model, byte for byte (the provenance's date aside). ``--add``
 joins a database of yours (a GPU runner's ``aotc build`` database, or several merged with
 ``aotc merge-db``), ``--recipe`` the recipe or folder that defines its kernels; write such a
@@ -27,7 +27,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from costmodel_eval import DBS, RECIPES  # noqa: E402
 
-SHIPPED = ROOT / "aot" / "costmodel" / "data" / "model-v1.txt"
+from aot.costmodel.model import VERSION  # noqa: E402
+
+SHIPPED = ROOT / "aot" / "costmodel" / "data" / f"model-v{VERSION}.txt"
 
 
 def _here(path: Path) -> str:

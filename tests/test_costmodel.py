@@ -723,6 +723,8 @@ def test_the_prefilter_compiles_a_shortlist_and_never_ships_a_spill_it_can_avoid
             i = NAMES.index
             return [r[i("log2_block")] - r[i("log2_warps")] for r in matrix]
 
+        score_pending = score
+
     plan, inst, bucket, configs = _softmax_plan(tmp_path, SPILL_RECIPE)
     asked: list[Any] = []
     real = predict.compile_for
@@ -746,6 +748,78 @@ def test_the_prefilter_compiles_a_shortlist_and_never_ships_a_spill_it_can_avoid
     facts = facts_of(compiled[variant_for(inst, picks[0], bucket)])
     assert facts is not None and not facts.spills
     assert picks[-1] == spilling and set(picks) == set(configs.values())
+
+
+def test_the_build_compiles_the_compile_free_rankers_first_and_ships_the_full_ones_pick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a GPU the compile-free rankers (trained on rows whose cubins are unknown)
+    say which candidates to compile, and the full rankers (trained on compiled rows) pick
+    among those. Here the compile-free ones like a narrow block in many warps and the full
+    ones a wide block in few: with a shortlist of two, the two 1024-wide blocks are
+    compiled, and the full rankers' favourite of them ships (ordered by the full rankers
+    alone, the shortlist would have been the two 16,384-wide ones)."""
+
+    class TwoMinds:
+        def score(self, matrix):  # type: ignore[no-untyped-def]
+            i = NAMES.index
+            return [r[i("log2_block")] - r[i("log2_warps")] for r in matrix]
+
+        def score_pending(self, matrix):  # type: ignore[no-untyped-def]
+            i = NAMES.index
+            return [r[i("log2_warps")] - r[i("log2_block")] for r in matrix]
+
+    plan, inst, bucket, configs = _softmax_plan(tmp_path, SPILL_RECIPE)
+    asked: list[Any] = []
+    real = predict.compile_for
+
+    def spy(plan, wanted, env, label):  # type: ignore[no-untyped-def]
+        asked.extend(c for _, c, _ in wanted)
+        return real(plan, wanted, env, label)
+
+    monkeypatch.setattr(predict, "compile_for", spy)
+    monkeypatch.setattr(predict, "model_for", lambda path: TwoMinds())
+    monkeypatch.setattr(predict, "PREFILTER", 2)
+    env = dataclasses.replace(env_for(tmp_path / "cache"), predict="cost-model")
+    picks = [p.config for p in predict.chooser(plan, env, lambda i, b: [])(inst, bucket)]
+    assert asked == [configs[(1024, 4)], configs[(1024, 1)]]
+    assert picks[0] == configs[(1024, 1)]
+
+
+def test_a_models_compile_free_rankers_survive_its_text_and_score_unknown_cubins() -> None:
+    """A model's text holds its full rankers and, after a line of their own, its
+    compile-free ones: loaded back, each kind scores as trained. A text with no
+    compile-free ranker (cost model v1, a model trained before them) scores rows of unknown
+    cubins with its full ones; one with only compile-free rankers is refused."""
+    full = cm.train(synthetic(0), {"rounds": 5, "members": 2})
+    free = cm.train(synthetic(1), {"rounds": 5, "members": 1})
+    back = cm.loads(cm.with_pending(full, free).text, "m.txt")
+    assert (len(back.boosters), len(back.pending)) == (2, 1)
+    rows = [r for rs, _ in synthetic(2, 3) for r in rs]
+    assert back.score(rows) == full.score(rows) != free.score(rows)
+    assert back.score_pending(rows) == free.score(rows)
+    legacy = cm.loads(full.text, "v1.txt")
+    assert legacy.pending == () and legacy.score_pending(rows) == full.score(rows)
+    with pytest.raises(cm.CostModelUnavailable, match=r"only\.txt: only compile-free"):
+        cm.loads(free.text.replace(cm.MEMBER, cm.PENDING), "only.txt")
+    shipped = predict.shipped()
+    assert len(shipped.boosters) == len(shipped.pending) == cm.MEMBERS
+
+
+def test_the_replayed_shortlist_widens_past_spills_and_picks_by_the_full_scores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``evaluate.shortlisted`` replays the build on a bucket's rows: the compile-free
+    scores' best ``PREFILTER`` compiled, more while all of those spill, then the full
+    scores' best of them that does not spill."""
+    from aot.costmodel.evaluate import shortlisted
+
+    monkeypatch.setattr(predict, "PREFILTER", 2)
+    full = [0.0, 1.0, 2.0, 3.0, 9.0]  # row 4, the full scores' best, is never shortlisted
+    first = [5.0, 1.0, 4.0, 3.0, 0.0]  # compile-free order: 0, 2, 3, 1, 4
+    assert shortlisted(full, first, [False] * 5) == 2  # of rows 0 and 2
+    assert shortlisted(full, first, [True, False, True, False, False]) == 3  # 0, 2 spill
+    assert shortlisted(full, first, [True] * 5) == 4  # all spill: the best of all
 
 
 def test_eval_command_scores_each_kernel_held_out_and_in_sample(
@@ -787,7 +861,7 @@ def test_the_training_script_trains_on_what_the_shipped_model_names(tmp_path: Pa
     prov = json.loads(predict.SHIPPED.with_suffix(".json").read_text())
     args = train_args([], [], SHIPPED)
     assert args[:2] == ["cost-model", "train"]
-    assert args[-2:] == ["-o", "aot/costmodel/data/model-v1.txt"]
+    assert args[-2:] == ["-o", f"aot/costmodel/data/model-v{cm.VERSION}.txt"]
     dbs = args[2 : args.index("--recipe")]
     assert dbs == [db["file"] for db in prov["databases"]]
     mine = tmp_path / "mine.tunedb.jsonl"
@@ -866,7 +940,7 @@ def test_evaluation_counts_each_bucket_once_and_each_kernel_of_one_source() -> N
                       dtypes=(("T", "bf16"),), problem=(("M", 64),),
                       times={str(i): 1.0 + i for i in range(n)})  # fmt: skip
         rows = Rows(configs=(), matrix=(), spills=())
-        return Example(group=group, family=source, label=kernel, rows=rows,
+        return Example(group=group, family=source, label=kernel, rows=rows, pending=rows,
                        times=tuple(group.times.values()), heuristic=())  # fmt: skip
 
     small, dense = example("example.jsonl", "matmul", 3), example("exhaustive.jsonl", "matmul", 9)
@@ -901,7 +975,7 @@ def test_a_build_uses_a_model_its_user_trained_and_refuses_one_it_cannot_use(
     with BundleFile(bundle) as bf:
         m = Manifest.from_json(bf.manifest)
     hows = {c.how for inst in m.kernels[0].instances for c in inst.choices}
-    assert hows == {"predicted (cost model v1: mine.txt)"}
+    assert hows == {f"predicted (cost model v{cm.VERSION}: mine.txt)"}
     damaged = tmp_path / "damaged.txt"
     damaged.write_text(model.read_text()[:200])
     other = tmp_path / "other.aotc"
@@ -954,7 +1028,7 @@ def synthetic_kernel(
                       dtypes=(), problem=(("n", n),), times=measured)  # fmt: skip
         configs = tuple(SimpleNamespace(id=i) for i in ids)
         rw = Rows(configs, tuple(rows), tuple(False for _ in rows))  # type: ignore[arg-type]
-        out.append(Example(group, family, family, rw, tuple(times), tuple(ids)))
+        out.append(Example(group, family, family, rw, rw, tuple(times), tuple(ids)))
     return out
 
 

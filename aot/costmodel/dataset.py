@@ -21,6 +21,7 @@ class Example:
     family: str  # what leave-one-kernel-out holds out: the kernel's source
     label: str  # for people: the kernel's name (and its first source's hash prefix)
     rows: Rows  # the timed configs that compiled
+    pending: Rows  # the same configs' rows with their cubins' features unknown
     times: tuple[float, ...]  # ms, aligned with rows.configs
     heuristic: tuple[str, ...]  # the timed configs' ids in the analytical heuristic's order
 
@@ -82,10 +83,11 @@ def load(
         rw = rows(r.inst, r.bucket, r.gpu, configs, compiled, names=names)
         if len(rw.configs) < 2:
             continue
+        pending = rows(r.inst, r.bucket, r.gpu, rw.configs, {}, pending=True, names=names)
         times = tuple(g.times[c.id] for c in rw.configs)
         timed = {c.id for c in rw.configs}
         ranked = [c.id for c in rank(r.inst, r.bucket) if c.id in timed]
         heur = tuple(ranked + [c.id for c in rw.configs if c.id not in ranked])
         labels.setdefault(g.source, f"{g.kernel} ({g.source[:8]})")
-        examples.append(Example(g, g.source, labels[g.source], rw, times, heur))
+        examples.append(Example(g, g.source, labels[g.source], rw, pending, times, heur))
     return Dataset(tuple(examples), tuple(dbs), records, unmatched, tuple(sorted(stale.items())))

@@ -20,7 +20,7 @@ from typing import Any
 
 from .dataset import Dataset, Example, kernel_weights
 from .features import NAMES
-from .model import Model, best_first, train
+from .model import Model, best_first, train, with_pending
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,10 @@ class Scored:
     best_spills: bool  # the bucket's fastest config spills while another does not
     pick: str  # the model's pick, its config id
     fastest: str  # the bucket's fastest config, its id
+    # what a CPU-only build ships, replayed: the pick among the compile-free shortlist's
+    # (``shortlisted``), ranked by the compile-free rankers, and by the full ones (v1's way)
+    shipped: float = float("nan")
+    shipped_full: float = float("nan")
 
 
 def order(model: Model, rows: Sequence[Sequence[float]], spills: Sequence[bool]) -> list[int]:
@@ -50,10 +54,31 @@ def score(model: Model, e: Example) -> Scored:
     mixed = any(e.rows.spills) and not all(e.rows.spills)
     free = best_first(scores, [False] * len(scores))[0]
     fastest = e.times.index(best)
+    shipped = shortlisted(scores, model.score_pending(e.pending.matrix), e.rows.spills)
+    full = shortlisted(scores, model.score(e.pending.matrix), e.rows.spills)
     return Scored(e, e.times[i] / best, e.times[h] / best,
                   statistics.mean(t / best for t in e.times), e.rows.spills[i] and mixed,
                   e.times[free] / best, e.rows.spills[fastest] and mixed, ids[i],
-                  ids[fastest])  # fmt: skip
+                  ids[fastest], e.times[shipped] / best, e.times[full] / best)  # fmt: skip
+
+
+def shortlisted(scores: Sequence[float], first: Sequence[float], spills: Sequence[bool]) -> int:
+    """The row a CPU-only build ships (``predict.chooser``, replayed on a bucket's rows):
+    the ``PREFILTER`` best of the compile-free scores ``first`` compiled, ``PREFILTER``
+    more while every one compiled spills; of those compiled, the best-scored (``scores``:
+    the full rows') that does not spill, or the best-scored where all spill. The build
+    also knows the configs other buckets' shortlists compiled, and scores a compiled
+    config's row among rows of configs not compiled, where this scores it among compiled
+    ones (its ``*_rel`` features can differ): benchmarks/costmodel_heldout.py and
+    costmodel_candidates.py score the build's own picks."""
+    from .predict import PREFILTER
+
+    order = best_first(first, [False] * len(first))
+    k = PREFILTER
+    while all(spills[i] for i in order[:k]) and k < len(order):
+        k += PREFILTER
+    compiled = order[:k]
+    return min(compiled, key=lambda i: (spills[i], -scores[i], i))
 
 
 def evaluated(ds: Dataset) -> list[Example]:
@@ -105,9 +130,13 @@ def fit(
     params: dict[str, Any] | None = None,
     names: Sequence[str] = NAMES,
 ) -> Model:
-    """A model trained on ``examples`` as the shipped one is: every kernel weighed alike."""
-    rows = [(e.rows.matrix, e.times) for e in examples]
-    return train(rows, params, names, kernel_weights(examples))
+    """A model trained on ``examples`` as the shipped one is: every kernel weighed alike,
+    its full rankers on the rows of compiled configs, its compile-free ones on the same
+    configs' rows with their cubins' features unknown."""
+    weights = kernel_weights(examples)
+    full = train([(e.rows.matrix, e.times) for e in examples], params, names, weights)
+    free = train([(e.pending.matrix, e.times) for e in examples], params, names, weights)
+    return with_pending(full, free)
 
 
 def without(
@@ -142,6 +171,15 @@ def table(results: Sequence[Scored]) -> str:
     mixed = [r for r in results if any(r.example.rows.spills) and not all(r.example.rows.spills)]
     lines.append("")
     lines.append(f"spilling picks where a non-spilling config was timed: {spills}")
+    shipped = [r.shipped for r in results]
+    full = [r.shipped_full for r in results]
+    lines.append(
+        f"what a CPU-only build ships (the compile-free shortlist, replayed): geomean "
+        f"{geomean(shipped):.3f}×, worst {max(shipped, default=float('nan')):.2f}×, within "
+        f"1.25× {sum(x <= 1.25 for x in shipped)}/{len(shipped)}; the shortlist ranked by the "
+        f"full rankers instead (cost model v1): {geomean(full):.3f}×, worst "
+        f"{max(full, default=float('nan')):.2f}×, within {sum(x <= 1.25 for x in full)}"
+    )
     lines.append(
         f"buckets that timed spilling and non-spilling configs: {len(mixed)}; the fastest "
         f"spills in {sum(r.best_spills for r in mixed)}. The model's best-scored config, "

@@ -15,14 +15,25 @@ LightGBM's deterministic mode; the same rows give the same model text.
 A model is ``MEMBERS`` rankers trained on the same rows with different seeds (bagging and
 feature sampling draw differently), and its score is their mean. One seed's picks for a
 kernel it never saw swing widely with the seed, most at the worst buckets; the mean of
-several is steadier (benchmarks/RESULTS.md, issue 19). The model text is the members'
-LightGBM texts, one after another, each after a ``MEMBER`` line; a text without that
-line is one member.
+several is steadier (benchmarks/RESULTS.md, issue 19).
+
+Beside them, ``MEMBERS`` compile-free rankers: trained on the same configs' rows with
+their cubins' features unknown (``features.FROM_CUBIN``), as a build without a GPU first
+scores every candidate, to pick the few it compiles (``predict.shortlist``). The full
+rankers, asked to order rows they never saw the like of, ranked a stencil's fastest
+configs 25th to 51st of 72 and shipped it 3.4× slower than its best; rankers trained on
+such rows keep them in the first dozen (benchmarks/RESULTS.md, 2026-12-05).
+
+The model text is the members' LightGBM texts, one after another, each after a
+``MEMBER`` line (a full ranker) or a ``PENDING`` line (a compile-free one); a text
+without either line is one full member, and a model without compile-free members
+scores rows of unknown cubins with its full ones (cost model v1 did).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +42,14 @@ from typing import Any
 from ..errors import AotcError
 from .features import NAMES
 
-VERSION = 1
+VERSION = 2
 LEVELS = 20
 STEP = 0.05
 ROUNDS = 300  # boosting rounds
 MEMBERS = 5  # rankers averaged, seeded seed, seed + 1, ...
 MEMBER = "# aotc cost model: ensemble member"
+PENDING = "# aotc cost model: compile-free member"
+_MARKERS = re.compile(f"^({re.escape(MEMBER)}|{re.escape(PENDING)})\n", re.MULTILINE)
 PARAMS: dict[str, Any] = {
     "objective": "lambdarank",
     "learning_rate": 0.05,
@@ -81,20 +94,37 @@ def relevance(ms: float, best: float) -> int:
 
 @dataclass(frozen=True)
 class Model:
-    """Trained rankers: higher scores are predicted faster."""
+    """Trained rankers: higher scores are predicted faster. ``pending``: the compile-free
+    ones, for rows whose cubins' features are unknown (none in a model without them)."""
 
     boosters: tuple[Any, ...]
     text: str
     version: int = VERSION
+    pending: tuple[Any, ...] = ()
 
     def score(self, matrix: Sequence[Sequence[float]]) -> list[float]:
-        if not matrix:
-            return []
-        import numpy as np
+        return _mean(self.boosters, matrix)
 
-        x = np.asarray(matrix, dtype=np.float64)
-        each = np.asarray([b.predict(x, num_threads=1) for b in self.boosters])
-        return [float(s) for s in each.mean(axis=0)]
+    def score_pending(self, matrix: Sequence[Sequence[float]]) -> list[float]:
+        """Scores for rows with every cubin's features unknown (``table.rows`` with
+        nothing compiled): the compile-free rankers', or the full ones' without them."""
+        return _mean(self.pending or self.boosters, matrix)
+
+
+def _mean(boosters: Sequence[Any], matrix: Sequence[Sequence[float]]) -> list[float]:
+    if not matrix:
+        return []
+    import numpy as np
+
+    x = np.asarray(matrix, dtype=np.float64)
+    each = np.asarray([b.predict(x, num_threads=1) for b in boosters])
+    return [float(s) for s in each.mean(axis=0)]
+
+
+def with_pending(full: Model, pending: Model) -> Model:
+    """One model of ``full``'s rankers and ``pending``'s, as compile-free ones."""
+    text = full.text + pending.text.replace(f"{MEMBER}\n", f"{PENDING}\n")
+    return Model(full.boosters, text, full.version, pending.boosters)
 
 
 def best_first(scores: Sequence[float], spills: Sequence[bool]) -> list[int]:
@@ -141,10 +171,15 @@ def train(
 
 
 def loads(text: str, where: str) -> Model:
-    """A model from its text; refused when its features are not this aotc's."""
+    """A model from its text; refused when its features are not this aotc's, or when it
+    has compile-free rankers but no full one."""
     lgb = _lightgbm()
-    boosters = []
-    for part in [p for p in text.split(f"{MEMBER}\n") if p.strip()] or [text]:
+    found: dict[str, list[Any]] = {MEMBER: [], PENDING: []}
+    pieces = _MARKERS.split(text)  # [before the first marker, marker, text, marker, ...]
+    parts = list(zip(pieces[1::2], pieces[2::2], strict=True))
+    if not parts or pieces[0].strip():
+        parts.insert(0, (MEMBER, pieces[0]))
+    for marker, part in parts:
         try:
             booster = lgb.Booster(model_str=part)
         except Exception as exc:  # LightGBM raises its own LightGBMError on a damaged text
@@ -155,8 +190,13 @@ def loads(text: str, where: str) -> Model:
                 f"{where}: its features ({len(names)}) are not this aotc's ({len(NAMES)}); "
                 "train it again with `aotc cost-model train`"
             )
-        boosters.append(booster)
-    return Model(tuple(boosters), text)
+        found[marker].append(booster)
+    if not found[MEMBER]:
+        raise CostModelUnavailable(
+            f"{where}: only compile-free rankers, no full one; train it again with "
+            "`aotc cost-model train`"
+        )
+    return Model(tuple(found[MEMBER]), text, pending=tuple(found[PENDING]))
 
 
 def load_file(path: Path) -> Model:

@@ -9,7 +9,8 @@ Scoring a bucket needs its candidates' compiled facts (registers, spills, shared
 and compiling every candidate of every bucket was most of a build's time. So when the
 first bucket of an instance is asked for, the model scores the instance's buckets in two
 passes. First, each bucket's candidates with their cubins' features unknown
-(``features.FROM_CUBIN``): the ``PREFILTER`` best of every bucket are compiled at once,
+(``features.FROM_CUBIN``), by the model's compile-free rankers, which were trained on
+such rows: the ``PREFILTER`` best of every bucket are compiled at once,
 each the variant a call there normally runs (the most specialized one, or the generic
 one where that fails: ``table.py``; through the compile cache, which the build's
 selection then reads back). A bucket whose compiled candidates all spill or failed
@@ -34,7 +35,7 @@ from ..errors import UsageError
 from ..plan import Config, Instance, Plan, Variant
 from ..select import HEURISTIC, Chooser, Pick
 from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
-from .table import compile_for, rows, variant_for, variants_for
+from .table import Rows, compile_for, rows, variant_for, variants_for
 
 COST_MODEL = "cost-model"
 PREDICTED = f"predicted (cost model v{VERSION})"
@@ -84,29 +85,15 @@ def unavailable(reason: str) -> str:
     return f"{HEURISTIC.removesuffix(')')}; cost model unavailable: {reason})"
 
 
-def ordered(
-    model: Model,
-    inst: Instance,
-    bucket: tuple[int, ...],
-    compiled: Mapping[Variant, Compiled],
-    *,
-    spills_last: bool = True,
-    pending: bool = False,
-) -> list[Config]:
-    """The bucket's candidates that compiled, best predicted first; with ``spills_last``
-    (what ships without a GPU), the spilling ones after every one that does not spill;
-    with ``pending``, those not compiled yet too, their cubin's features unknown."""
-    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled, pending=pending)
-    if not rw.configs:
-        return []
-    demote = rw.spills if spills_last else (False,) * len(rw.configs)
-    return [rw.configs[i] for i in best_first(model.score(rw.matrix), demote)]
-
-
 def shortlist(model: Model, inst: Instance, bucket: Bucket) -> list[Config]:
     """Every candidate of the bucket, best predicted first from what is known before
-    compiling (what each cubin would say unknown)."""
-    return ordered(model, inst, bucket, {}, spills_last=False, pending=True)
+    compiling (what each cubin would say unknown), by the compile-free rankers."""
+    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), {}, pending=True)
+    return _best_first(rw, model.score_pending(rw.matrix))
+
+
+def _best_first(rw: Rows, scores: list[float]) -> list[Config]:
+    return [rw.configs[i] for i in best_first(scores, [False] * len(rw.configs))]
 
 
 def first_pass(plan: Plan) -> int | None:
@@ -205,9 +192,10 @@ def tuning_order(
     """For the tuner: the bucket's candidates in the model's order, or None where the
     model cannot be used (the tuner keeps the heuristic's order). It never waits for a
     compile: ``ready`` gives a variant's result if its compile has finished, else None,
-    and a candidate not compiled yet is scored with its cubin's features unknown, as the
-    build's first pass scores it (the first bucket of an instance, measured while the
-    rest compiles, mostly so). A candidate with no row (its specialized variant failed,
+    and a candidate not compiled yet is scored with its cubin's features unknown (the
+    first bucket of an instance, measured while the rest compiles, mostly so): with none
+    compiled, by the compile-free rankers, as the build's first pass; with some, by the
+    full ones. A candidate with no row (its specialized variant failed,
     its generic one still compiling) comes last. Spilling candidates are not demoted:
     the GPU measures them, and what it measures decides. ``model_path`` as in
     ``model_for``; ``override`` as in ``wants``."""
@@ -223,6 +211,7 @@ def tuning_order(
         for v in dict.fromkeys(variants_for(inst, c, bucket)):
             if (r := ready(v)) is not None:
                 compiled[v] = r
-    first = ordered(model, inst, bucket, compiled, spills_last=False, pending=True)
+    rw = rows(inst, bucket, inst.target, candidates, compiled, pending=True)
+    first = _best_first(rw, (model.score if compiled else model.score_pending)(rw.matrix))
     scored = set(first)
     return first + [c for c in candidates if c not in scored] or None

@@ -80,6 +80,10 @@ def provenance(ds: Dataset) -> dict[str, object]:
             "rounds": ROUNDS,
             "members": MEMBERS,
             "weights": "every kernel alike (dataset.kernel_weights)",
+            "compile_free_members": (
+                f"{MEMBERS}, on the same configs' rows with their "
+                "cubins' features unknown (the build's shortlist)"
+            ),
             **{k: v for k, v in PARAMS.items() if k != "label_gain"},
         },
     }
