@@ -20,9 +20,10 @@ several is steadier (benchmarks/RESULTS.md, issue 19).
 Beside them, ``MEMBERS`` compile-free rankers: trained on the same configs' rows with
 their cubins' features unknown (``features.FROM_CUBIN``), as a build without a GPU first
 scores every candidate, to pick the few it compiles (``predict.shortlist``). The full
-rankers, asked to order rows they never saw the like of, ranked a stencil's fastest
-configs 25th to 51st of 72 and shipped it 3.4× slower than its best; rankers trained on
-such rows keep them in the first dozen (benchmarks/RESULTS.md, 2026-12-05).
+rankers, asked to order rows they never saw the like of, left out of a stencil's dozen
+every config they rate best once compiled, and a build shipped it 3.4× slower than its best
+(1.6× with every config compiled); with the compile-free rankers' dozen it ships 1.5×
+(benchmarks/RESULTS.md, 2026-12-05).
 
 The model text is the members' LightGBM texts, one after another, each after a
 ``MEMBER`` line (a full ranker) or a ``PENDING`` line (a compile-free one); a text
