@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"kernel": g.kernel, "db": Path(g.db).name, "device": g.device,
                      "seen": g.source in seen, "dtypes": dict(g.dtypes),
                      "problem": dict(g.problem), "configs": len(e.times), "model": r.model,
-                     "shipped": g.times[pick] / g.best,
+                     "shipped": g.times[pick] / g.best if pick in g.times else None,
                      "transferred": g.times[there] / g.best if there in g.times else None,
                      "heuristic": r.heuristic, "random": r.random,
                      "spilled": r.spilled})  # fmt: skip

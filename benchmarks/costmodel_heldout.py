@@ -138,12 +138,13 @@ def evaluate(lib: str, recipes: list[Path], env: Environment) -> tuple[list[Buck
     return out, left
 
 
-def shipped_pick(r: Resolved, env: Environment) -> str:
+def shipped_pick(r: Resolved, env: Environment) -> str | None:
     """The config a CPU-only build ships at the bucket: the build's own first choice
     (``predict.chooser``: every bucket's shortlist scored before compiling, all of them
     compiled at once, each bucket scored again with what is known), which can differ from
-    the model's pick with every candidate compiled."""
-    return build_chooser(r.plan, env)(r.inst, r.bucket)[0].config.id
+    the model's pick with every candidate compiled; None where it has none."""
+    picks = build_chooser(r.plan, env)(r.inst, r.bucket)
+    return picks[0].config.id if picks else None
 
 
 _CHOOSERS: dict[int, Chooser] = {}
