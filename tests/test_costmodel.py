@@ -900,7 +900,9 @@ def test_train_and_eval_commands(recipe_dir: Path, tmp_path: Path) -> None:
                   "-o", str(tmp_path / "m.txt")], tmp_path)  # fmt: skip
     assert out.exit_code == 0, out.output
     assert "1 kernels, 2 buckets" in out.output
-    assert cm.load_file(tmp_path / "m.txt").version == cm.VERSION
+    trained = cm.load_file(tmp_path / "m.txt")
+    assert trained.version == cm.VERSION
+    assert len(trained.boosters) == len(trained.pending) == cm.MEMBERS  # full, compile-free
     prov = json.loads((tmp_path / "m.json").read_text())
     assert prov["databases"] == [{"file": str(db), "sha256": hashlib.sha256(db.read_bytes())
                                   .hexdigest(), "buckets": 2}]  # fmt: skip
