@@ -824,3 +824,17 @@ def test_each_h100_database_times_every_config_of_its_recipe(stem: str) -> None:
         resolved = catalog.resolve(group)
         assert resolved is not None, group.problem
         assert set(group.times) == set(resolved.configs), (group.kernel, group.problem)
+
+
+def test_the_candidates_script_names_a_folder_without_databases(tmp_path: Path) -> None:
+    """benchmarks/costmodel_candidates.py --data on a folder holding no tuning database says
+    so (exit 2, no traceback), rather than scoring nothing."""
+    import subprocess
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "costmodel_candidates.py"), "--data",
+         str(tmp_path)], capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"--data {tmp_path}: no *.tunedb.jsonl.gz there" in proc.stderr
