@@ -85,11 +85,10 @@ class Bucket:
     heuristic: float
     random: float
     spilled: bool  # the model's pick spills while a timed config does not
-    model_pick_timed: bool  # the model's pick over the whole space was timed
-    heuristic_pick_timed: bool
+    heuristic_pick_timed: bool  # the heuristic's pick over the whole space was timed
     # what a CPU-only build ships (its compile-free shortlist, then the compiled scores):
     # its time / best timed, None where the database did not time it
-    shipped: float | None = None
+    shipped: float | None
 
 
 def lay_out(lib: str, folder: Path, work: Path) -> list[Path]:
@@ -130,8 +129,7 @@ def evaluate(lib: str, recipes: list[Path], env: Environment) -> tuple[list[Buck
         times = e.group.times
         out.append(Bucket(lib, e.label, Path(e.group.db).name, dict(e.group.dtypes),
                           dict(e.group.problem), len(e.times), len(r.configs), s.model,
-                          s.heuristic, s.random, s.spilled, pick in times,
-                          rank(r.inst, r.bucket)[0].id in times,
+                          s.heuristic, s.random, s.spilled, rank(r.inst, r.bucket)[0].id in times,
                           times[pick] / e.group.best if pick in times else None))  # fmt: skip
     left = {"records": ds.records, "unmatched_buckets": ds.unmatched,
             "stale_records": dict(ds.stale), "recipes_not_planned": catalog.skipped}  # fmt: skip
@@ -166,6 +164,7 @@ def summary(bs: list[Bucket]) -> dict:
     from aot.costmodel.evaluate import geomean
 
     m, h = [b.model for b in bs], [b.heuristic for b in bs]
+    shipped = [b.shipped for b in bs if b.shipped is not None]
     return {"buckets": len(bs), "timed": sorted({b.timed for b in bs}),
             "space": sorted({b.space for b in bs}),
             "model_geomean": geomean(m), "model_worst": max(m),
@@ -173,12 +172,12 @@ def summary(bs: list[Bucket]) -> dict:
             "heuristic_geomean": geomean(h), "heuristic_worst": max(h),
             "heuristic_within_1.25": sum(x <= 1.25 for x in h),
             "random_geomean": geomean([b.random for b in bs]),
-            "model_pick_untimed": sum(not b.model_pick_timed for b in bs),
+            "model_pick_untimed": sum(b.shipped is None for b in bs),
             "heuristic_pick_untimed": sum(not b.heuristic_pick_timed for b in bs),
             "model_spilled": sum(b.spilled for b in bs),
-            "shipped_geomean": geomean(x) if (x := [b.shipped for b in bs if b.shipped]) else None,
-            "shipped_worst": max(x, default=None),
-            "shipped_within_1.25": sum(v <= 1.25 for v in x)}  # fmt: skip
+            "shipped_geomean": geomean(shipped) if shipped else None,
+            "shipped_worst": max(shipped, default=None),
+            "shipped_within_1.25": sum(v <= 1.25 for v in shipped)}  # fmt: skip
 
 
 def row(label: str, s: dict) -> str:
