@@ -3,12 +3,14 @@
     python benchmarks/costmodel_features_probe.py [loads other warps_per_sm loads+other ...]
     python benchmarks/costmodel_features_probe.py smem_sm kinds
     python benchmarks/costmodel_features_probe.py sizes
+    python benchmarks/costmodel_features_probe.py steps critical_rel fixed
 
 Each argument is a set of candidate columns (joined by "+") appended to the shipped
 features; for each set, leave-one-kernel-out is run as benchmarks/costmodel_eval.py runs
 it (the same databases, recipes and model settings), and the geomean, the worst bucket,
-how many buckets are within 1.25× and the misses are printed, the shipped features first.
-Each run takes about two minutes on the 2-core CPU machine once the dataset is loaded
+how many buckets are within 1.25× (also through a CPU-only build's compile-free first
+pass, ``evaluate.shortlisted``) and the misses are printed, the shipped features first.
+Each run takes about five minutes on the 2-core CPU machine once the dataset is loaded
 (its compiles go through the compile cache). No GPU.
 
 The candidates, from what the misses looked like (benchmarks/RESULTS.md, issue 19):
@@ -34,6 +36,17 @@ Added in the seventeenth session, when the model dropped them:
 - ``sizes`` (or any of its columns alone): ``features.SIZES``, the problem's and a
   program's absolute sizes (programs, tune.flops and tune.bytes, and those per program),
   which the model read until then.
+
+Added in the twenty-third session, for the misses at few programs (``mm`` at 128 rows,
+where 128 programs of 32 × 32 tiles lose to 16 of 128 × 64) and the split-KV reduce:
+
+- ``steps``: log2 of the loop's trip count, the largest size the grid does not read over
+  the product of the ``*BLOCK*`` meta-parameters it does not read (K over BLOCK_K);
+- ``critical_rel``: log2 of the programs per SM (at least one) times those steps, the
+  serial work on the busiest SM, less the bucket's least;
+- ``fixed``: log2 of the block's elements per thread counting the recipe's ``fixed``
+  power-of-two sizes the grid does not read (the reduce's HEAD_DIM and NUM_SPLITS, which
+  are no meta-parameters: its block reads as one element).
 """
 
 from __future__ import annotations
@@ -56,12 +69,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from costmodel_eval import DBS, RECIPES  # noqa: E402
 
 from aot.costmodel import dataset  # noqa: E402
-from aot.costmodel.data import Catalog  # noqa: E402
+from aot.costmodel.data import Catalog, Group, Resolved  # noqa: E402
 from aot.costmodel.dataset import Example  # noqa: E402
 from aot.costmodel.evaluate import Scored, leave_one_out  # noqa: E402
-from aot.costmodel.features import NAMES, SIZES  # noqa: E402
+from aot.costmodel.features import NAMES, SIZES, work_units  # noqa: E402
 from aot.costmodel.table import Rows  # noqa: E402
 from aot.env import from_environ  # noqa: E402
+from aot.kernel_env import EnvError, env_at  # noqa: E402
 from aot.plan import Config  # noqa: E402
 
 # the dataset's columns: the model's, then the sizes it does not read (candidates here)
@@ -119,6 +133,50 @@ def _column(name: str) -> Callable[[Example, Config, Sequence[float]], float]:
     return lambda e, c, r: r[AT[name]]
 
 
+WHERE: dict[tuple[object, ...], Resolved] = {}  # each example's kernel, bucket, GPU (main)
+
+
+def _key(g: Group) -> tuple[object, ...]:
+    return (g.db, g.kernel, g.source, g.device, g.arch, g.dtypes, g.problem)
+
+
+def _free(e: Example, c: Config) -> tuple[float, float, list[int]]:
+    """At ``e``'s bucket under ``c``: the loop's trip count (``steps``), the grid's units of
+    work per SM (at least one), and the recipe's fixed power-of-two sizes the grid does
+    not read."""
+    where = WHERE[_key(e.group)]
+    kr, gpu = where.inst.kernel, where.gpu
+    read = set().union(*(g.names for g in kr.grid))
+    fixed = [v for k, v in kr.fixed.items() if k not in read and isinstance(v, int)
+             and not isinstance(v, bool) and v > 1 and v & (v - 1) == 0]  # fmt: skip
+    try:
+        point = dict(zip(kr.buckets, where.bucket, strict=True))
+        env = env_at(kr, point, c, {**gpu.properties()}, dict(where.inst.dtypes))
+        programs = math.prod(max(int(g.evaluate(env)), 0) for g in kr.grid)
+    except (EnvError, ArithmeticError, ValueError, TypeError):
+        return math.nan, math.nan, fixed
+    sizes = [v for n in (*kr.sizes, *kr.size_exprs, *point)
+             if n not in read and isinstance(v := env.get(n), int) and v > 0]  # fmt: skip
+    blocks = [v for k, v in c.meta if k not in read and "BLOCK" in k.upper()
+              and isinstance(v, int) and not isinstance(v, bool) and v > 1]  # fmt: skip
+    steps = math.ceil(max(1.0, max(sizes) / math.prod(blocks))) if sizes and blocks else 1
+    units = work_units(kr.grid, env, programs)
+    return float(steps), max(1.0, units / gpu.sms) if units else math.nan, fixed
+
+
+def _steps(e: Example, c: Config, r: Sequence[float]) -> float:
+    return math.log2(_free(e, c)[0])
+
+
+def _critical(e: Example, c: Config, r: Sequence[float]) -> float:
+    steps, per_sm, _ = _free(e, c)
+    return math.log2(steps * per_sm)
+
+
+def _fixed(e: Example, c: Config, r: Sequence[float]) -> float:
+    return r[AT["log2_block_per_thread"]] + math.log2(math.prod(_free(e, c)[2]))
+
+
 CANDIDATES: dict[str, Callable[[Example, Config, Sequence[float]], float]] = {
     "loads": lambda e, c, r: r[AT["log2_bytes_per_program"]] - r[AT["log2_block"]],
     "other": lambda e, c, r: _other(c, r),
@@ -128,7 +186,12 @@ CANDIDATES: dict[str, Callable[[Example, Config, Sequence[float]], float]] = {
     "smem_sm": lambda e, c, r: r[AT["shared_frac"]] * r[AT["blocks_per_sm"]],
     **{f"kind_{k}": _kind(k) for k in (*CALLS, "atomic", "loop")},
     **{n: _column(n) for n, _ in SIZES},
+    "steps": _steps,
+    "critical": _critical,
+    "fixed": _fixed,
 }
+# candidates relative to their bucket: the base candidate less the bucket's least
+RELATIVE = {"critical_rel": "critical"}
 SETS = {"kinds": [f"kind_{k}" for k in (*CALLS, "atomic", "loop")],
         "sizes": [n for n, _ in SIZES]}  # shorthands  # fmt: skip
 
@@ -137,9 +200,18 @@ def extended(ds: dataset.Dataset, names: Sequence[str]) -> dataset.Dataset:
     """``ds`` (loaded with ``COLUMNS``) with the model's columns and the candidate columns
     ``names`` in every row."""
 
+    def column(e: Example, rows: Rows, name: str) -> list[float]:
+        f = CANDIDATES[RELATIVE.get(name, name)]
+        xs = [f(e, c, row) for c, row in zip(rows.configs, rows.matrix, strict=True)]
+        finite = [x for x in xs if math.isfinite(x)]
+        if name in RELATIVE and finite:
+            xs = [x - min(finite) for x in xs]
+        return xs
+
     def more(e: Example, rows: Rows) -> Rows:
-        matrix = tuple(tuple(row[: len(NAMES)]) + tuple(CANDIDATES[n](e, c, row) for n in names)
-                       for c, row in zip(rows.configs, rows.matrix, strict=True))  # fmt: skip
+        columns = [column(e, rows, n) for n in names]
+        matrix = tuple(tuple(row[: len(NAMES)]) + tuple(col[i] for col in columns)
+                       for i, row in enumerate(rows.matrix))  # fmt: skip
         return dataclasses.replace(rows, matrix=matrix)
 
     examples = [dataclasses.replace(e, rows=more(e, e.rows), pending=more(e, e.pending))
@@ -151,21 +223,28 @@ def report(results: list[Scored], label: str, seconds: float) -> None:
     ratios = [r.model for r in results]
     misses = [r for r in results if r.model > 1.25]
     geomean = math.exp(statistics.fmean(math.log(x) for x in ratios))
+    shipped = [r.shipped for r in results]  # through the build's compile-free first pass
     print(f"{label} ({seconds:.0f} s): geomean {geomean:.3f}×, worst {max(ratios):.2f}×, "
-          f"within 1.25× {len(ratios) - len(misses)}/{len(ratios)}", flush=True)  # fmt: skip
+          f"within 1.25× {len(ratios) - len(misses)}/{len(ratios)}; the first pass replayed "
+          f"{statistics.geometric_mean(shipped):.3f}×, worst {max(shipped):.2f}×, within "
+          f"{sum(x <= 1.25 for x in shipped)}", flush=True)  # fmt: skip
     for r in misses:
         print(f"    {r.example.label} {dict(r.example.group.problem)} {r.model:.2f}×")
 
 
 def main() -> None:
     sets = [[m for n in arg.split("+") if n for m in SETS.get(n, [n])] for arg in sys.argv[1:]]
-    unknown = {n for s in sets for n in s} - CANDIDATES.keys()
+    unknown = {n for s in sets for n in s} - CANDIDATES.keys() - RELATIVE.keys()
     if unknown:
         sys.exit(f"unknown candidates {sorted(unknown)}; known: {sorted(CANDIDATES)}, "
-                 f"{sorted(SETS)}")  # fmt: skip
-    for plan in Catalog(RECIPES).plans:
+                 f"{sorted(RELATIVE)}, {sorted(SETS)}")  # fmt: skip
+    catalog = Catalog(RECIPES)
+    for plan in catalog.plans:
         MIX.update({s.cache_key: op_mix(s.fn) for s in plan.sources.values()})
     ds = dataset.load(DBS, RECIPES, from_environ(), names=COLUMNS)
+    for e in ds.examples:
+        if (where := catalog.resolve(e.group)) is not None:
+            WHERE[_key(e.group)] = where
     for names in [[], *sets]:
         start = time.monotonic()
         results = leave_one_out(extended(ds, names), names=(*NAMES, *names))
