@@ -27,9 +27,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from costmodel_eval import DBS, RECIPES  # noqa: E402
 
-from aot.costmodel.model import VERSION  # noqa: E402
-
-SHIPPED = ROOT / "aot" / "costmodel" / "data" / f"model-v{VERSION}.txt"
+# the shipped model's path in this repository (costmodel_eval puts ROOT first on the path)
+from aot.costmodel.predict import SHIPPED  # noqa: E402
 
 
 def _here(path: Path) -> str:
