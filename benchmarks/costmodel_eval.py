@@ -105,8 +105,9 @@ def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
     """Per exhaustive bucket, for the heuristic's order and the learned model's (trained
     without the kernel): benchmarks until the best-looking config is within 3% with the
     order alone, and the ``model`` strategy started from that order (budget 60, patience
-    30 cold / 15 warm as the example's recipe has it, and 8 / 4), its benchmarks spent and
-    how often its final pick (5 finalists, 5 rounds) is within 3%."""
+    30 cold / 15 warm as the example's recipe has it, and 8 / 4; from the learned order,
+    refitting the model's scores to the measurements as the tuner does), its benchmarks
+    spent and how often its final pick (5 finalists, 5 rounds) is within 3%."""
     from sample_efficiency import finalize, load_table, replay
 
     from aot.costmodel.evaluate import order, without
@@ -130,6 +131,10 @@ def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
                 "heuristic": [by_id[i] for i in e.heuristic],
                 "learned": [e.rows.configs[i] for i in order(model, e.rows.matrix, unseen)],
             }  # fmt: skip
+            # the tuner refits the learned model's scores to the bucket's measurements
+            priors = {"heuristic": None,
+                      "learned": dict(zip(e.rows.configs, model.score(e.rows.matrix),
+                                          strict=True))}  # fmt: skip
             row = {"kernel": e.group.kernel, "M": m, "configs": len(e.rows.configs)}
             for name, cands in orders.items():
                 n = min(150, len(cands))
@@ -146,7 +151,7 @@ def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
                     for seed in range(seeds):
                         rng = random.Random(2000 + seed)
                         s = strategies.make("model", cands, budget=60, patience=patience,
-                                            seed=seed, warm=warm)  # fmt: skip
+                                            seed=seed, warm=warm, prior=priors[name])  # fmt: skip
                         _, seen = replay(s, truth, sigma, rng, best, 60)
                         pick = finalize(seen, truth, sigma, rng, 5, 5)
                         used.append(len(seen))

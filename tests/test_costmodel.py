@@ -31,6 +31,7 @@ from aot.costmodel.features import NAMES, Facts, blocks_per_sm, relative
 from aot.env import Environment
 from aot.plan import Config
 from aot.targets import resolve
+from aot.tune import strategies
 from aot.tune.db import Record
 from aot.tune.decide import problem
 from loader.format import BundleFile
@@ -617,7 +618,7 @@ def test_the_tuner_measures_candidates_in_the_models_order(
     recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     predicting(recipe_dir, "cost-model")
-    orders: list[list[Config] | None] = []
+    orders: list[predict.Ordered | None] = []
     real = predict.tuning_order
 
     def spy(*args):  # type: ignore[no-untyped-def]
@@ -625,13 +626,23 @@ def test_the_tuner_measures_candidates_in_the_models_order(
         return orders[-1]
 
     monkeypatch.setattr(predict, "tuning_order", spy)
+    priors: list[Any] = []
+    make = strategies.make
+
+    def made(*args, **kw):  # type: ignore[no-untyped-def]
+        priors.append(kw.get("prior"))
+        return make(*args, **kw)
+
+    monkeypatch.setattr(strategies, "make", made)
     worker = FakeWorker()
     tune_db(recipe_dir, tmp_path, worker)
     benched = [m["spec"]["instances"][0]["variants"][0] for m in worker.requests
                if m["op"] == "bench"]  # fmt: skip
-    first = orders[0]
-    assert len(orders) == 2 and first is not None  # one per bucket of the H100
+    assert len(orders) == 2 and orders[0] is not None  # one per bucket of the H100
+    first = orders[0].configs
     assert len(first) == 16  # every candidate, compiled or not yet
+    # the strategy refits the model's scores to the bucket's measurements as they come
+    assert priors == [o.scores for o in orders if o is not None]
     v = benched[0]
     assert (v["meta"]["BLOCK"], v["num_warps"]) == (first[0].values()["BLOCK"],
                                                     first[0].num_warps)  # fmt: skip
@@ -646,16 +657,21 @@ def test_the_tuners_order_never_waits_for_a_compile(tmp_path: Path) -> None:
 
     _, inst, bucket, configs = _softmax_plan(tmp_path, SPECIALIZED)
     model = predict.shipped()
-    cold = predict.tuning_order(inst, bucket, lambda v: None)
+    ordered = predict.tuning_order(inst, bucket, lambda v: None)
+    assert ordered is not None
+    cold = ordered.configs
     assert cold == predict.shortlist(model, inst, bucket) and len(cold) == len(configs)
+    # the scores behind the order, which the tuner's strategy refits: best first
+    assert [ordered.scores[c] for c in cold] == sorted(ordered.scores.values(), reverse=True)
     failed = cold[0]
     spec, generic = variants_for(inst, failed, bucket)
     assert spec != generic
     done = {spec: Compiled(spec, False, reason="does not fit")}
-    warm = predict.tuning_order(inst, bucket, done.get)
-    assert (
-        warm is not None and warm[-1] == failed and sorted(map(str, warm)) == sorted(map(str, cold))
-    )
+    again = predict.tuning_order(inst, bucket, done.get)
+    assert again is not None
+    warm = again.configs
+    assert warm[-1] == failed and sorted(map(str, warm)) == sorted(map(str, cold))
+    assert failed not in again.scores  # no row, no score: the strategy takes it as the least
 
 
 def test_without_lightgbm_a_build_asking_for_the_model_says_why_it_fell_back(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..compile import Compiled
@@ -182,20 +183,29 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
     return choose
 
 
+@dataclass(frozen=True)
+class Ordered:
+    """A bucket's candidates in the model's order, best first, and the scores behind it
+    (higher: predicted faster; none for a candidate without a row, which comes last)."""
+
+    configs: list[Config]
+    scores: dict[Config, float]
+
+
 def tuning_order(
     inst: Instance,
     bucket: tuple[int, ...],
     ready: Callable[[Variant], Compiled | None],
     model_path: Path | None = None,
     override: str | None = None,
-) -> list[Config] | None:
-    """For the tuner: the bucket's candidates in the model's order, or None where the
-    model cannot be used (the tuner keeps the heuristic's order). It never waits for a
-    compile: ``ready`` gives a variant's result if its compile has finished, else None,
-    and a candidate not compiled yet is scored with its cubin's features unknown (the
-    first bucket of an instance, measured while the rest compiles, mostly so): with none
-    compiled, by the compile-free rankers, as the build's first pass; with some, by the
-    full ones. A candidate with no row (its specialized variant failed,
+) -> Ordered | None:
+    """For the tuner: the bucket's candidates in the model's order, with their scores, or
+    None where the model cannot be used (the tuner keeps the heuristic's order). It never
+    waits for a compile: ``ready`` gives a variant's result if its compile has finished,
+    else None, and a candidate not compiled yet is scored with its cubin's features
+    unknown (the first bucket of an instance, measured while the rest compiles, mostly
+    so): with none compiled, by the compile-free rankers, as the build's first pass; with
+    some, by the full ones. A candidate with no row (its specialized variant failed,
     its generic one still compiling) comes last. Spilling candidates are not demoted:
     the GPU measures them, and what it measures decides. ``model_path`` as in
     ``model_for``; ``override`` as in ``wants``."""
@@ -212,6 +222,8 @@ def tuning_order(
             if (r := ready(v)) is not None:
                 compiled[v] = r
     rw = rows(inst, bucket, inst.target, candidates, compiled, pending=True)
-    first = _best_first(rw, (model.score if compiled else model.score_pending)(rw.matrix))
+    scores = (model.score if compiled else model.score_pending)(rw.matrix)
+    first = _best_first(rw, scores)
     scored = set(first)
-    return first + [c for c in candidates if c not in scored] or None
+    order = first + [c for c in candidates if c not in scored]
+    return Ordered(order, dict(zip(rw.configs, scores, strict=True))) if order else None

@@ -8,16 +8,19 @@ without a gain above 1%.
 - ``grid``: every candidate, in the cost model's order.
 - ``random``: a seeded shuffle.
 - ``bayes``: Optuna's TPE sampler over the meta-parameters as categorical choices.
-- ``model``: the analytical cost model's top picks first, then local moves around the
-  best config found so far (one parameter changed at a time), ordered by an additive
-  surrogate fitted to the measurements, with seeded exploration; the default.
+- ``model``: the cost model's top picks first (the learned model's, or the analytical
+  heuristic's); then, after each measurement, the learned model refitted to the bucket's
+  measurements picks the next (its scores calibrated to the times measured, corrected per
+  parameter value); with the heuristic's order, local moves around the best config found
+  so far (one parameter changed at a time), ordered by an additive surrogate fitted to
+  the measurements; seeded exploration either way; the default.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config import sort_key
@@ -37,8 +40,11 @@ class Search:
         patience: int,
         seed: int,
         warm: Sequence[Config] = (),
+        prior: Mapping[Config, float] | None = None,
     ):
         self.candidates = list(candidates)
+        # the learned cost model's scores (higher: predicted faster), where it ordered them
+        self.prior = dict(prior) if prior else None
         self.index = {c: i for i, c in enumerate(self.candidates)}
         self.budget = budget
         self.patience = patience
@@ -117,7 +123,10 @@ def additive_fit(observed: dict[Config, float]) -> dict[tuple[str, Any], float]:
     """Per (parameter, value), its effect on log time, fitted to the observations by a few
     rounds of backfitting: log t ≈ mean + Σ effect[p, v]. A cheap learned surrogate that
     tells which values of each parameter have been paying off."""
-    rows = [(c.values(), math.log(ms)) for c, ms in observed.items()]
+    return _backfit([(c.values(), math.log(ms)) for c, ms in observed.items()])
+
+
+def _backfit(rows: Sequence[tuple[dict[str, Any], float]]) -> dict[tuple[str, Any], float]:
     mean = sum(y for _, y in rows) / len(rows)
     effect: dict[tuple[str, Any], float] = {}
     for _ in range(3):
@@ -131,13 +140,39 @@ def additive_fit(observed: dict[Config, float]) -> dict[tuple[str, Any], float]:
     return effect
 
 
+def refit(
+    observed: dict[Config, float], prior: Mapping[Config, float]
+) -> Callable[[Config], float]:
+    """The learned cost model refitted to a bucket's measurements: log t ≈ a + b · score +
+    Σ effect[p, v], where ``score`` is the model's (higher: predicted faster). a and b
+    calibrate its scores, which say only an order, to this bucket's times by least squares
+    (b ≤ 0: where the measurements run against the model's order, its score is dropped
+    rather than inverted); the additive effects, backfitted to what that leaves, correct
+    it per parameter value. Returns the predicted log time of any candidate."""
+    cs = list(observed)
+    xs = [prior[c] for c in cs]
+    ys = [math.log(observed[c]) for c in cs]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+    b = min(0.0, sxy / sxx) if len(cs) >= 3 and sxx > 0 else 0.0
+    a = my - b * mx
+    effect = _backfit([(c.values(), y - a - b * x) for c, x, y in zip(cs, xs, ys, strict=True)])
+    return lambda c: a + b * prior[c] + sum(effect.get(pv, 0.0) for pv in c.values().items())
+
+
 class Model(Search):
-    """Cost-model order, best first; then local moves around the best, ordered by an
-    additive surrogate fitted to what was measured; some seeded exploration."""
+    """Cost-model order, best first; then, given the learned model's scores (``prior``),
+    the candidate it predicts fastest once refitted to what was measured (``refit``);
+    without them, local moves around the best, ordered by an additive surrogate fitted to
+    what was measured. Some seeded exploration either way."""
 
     EXPLORE = 0.15
     SEED_TOP = 8  # the model's top picks, benchmarked before any local move
     SEED_TOP_WARM = 4  # fewer when warm-started: the neighbour's best already seeds it
+    # True: the refitted model orders only the best's neighbours, as the additive surrogate
+    # does (benchmarks/costmodel_refit.py measures both ways; every unseen candidate won)
+    LOCAL_WITH_PRIOR = False
 
     def _next(self) -> Config | None:
         rest = self.unseen()
@@ -153,18 +188,26 @@ class Model(Search):
             best = self.best[1]
             # Failed configs mark their neighbourhood: moves toward them come last.
             failed = [c for c, ms in self.seen.items() if ms is None]
-            effect = additive_fit({c: ms for c, ms in self.seen.items() if ms is not None})
-
-            def predicted(c: Config) -> float:
-                return sum(effect.get(pv, 0.0) for pv in c.values().items())
-
-            local = [c for c in rest if neighbours(c, best)]
-            local.sort(key=lambda c: (sum(neighbours(c, f) for f in failed), predicted(c),
-                                      self.index[c]))  # fmt: skip
-            if local:
-                return local[0]
+            predicted = self._surrogate({c: ms for c, ms in self.seen.items() if ms is not None})
+            if self.prior is not None and not self.LOCAL_WITH_PRIOR:
+                moves = rest  # the refitted model's best next, wherever it lies
+            else:
+                moves = [c for c in rest if neighbours(c, best)]
+            if moves:
+                return min(moves, key=lambda c: (sum(neighbours(c, f) for f in failed),
+                                                 predicted(c), self.index[c]))  # fmt: skip
             return min(rest, key=lambda c: (predicted(c), self.index[c]))
         return rest[0]
+
+    def _surrogate(self, observed: dict[Config, float]) -> Callable[[Config], float]:
+        """Predicted log time (up to a constant): the learned model refitted to the
+        bucket's measurements where it ordered the candidates, else the additive fit."""
+        if self.prior is not None:
+            least = min(self.prior.values())
+            prior = {c: self.prior.get(c, least) for c in self.candidates}
+            return refit(observed, prior)
+        effect = additive_fit(observed)
+        return lambda c: sum(effect.get(pv, 0.0) for pv in c.values().items())
 
 
 class Bayes(Search):
@@ -243,6 +286,10 @@ def make(
     patience: int,
     seed: int,
     warm: Sequence[Config] = (),
+    prior: Mapping[Config, float] | None = None,
 ) -> Search:
-    """A strategy over ``candidates``, which must be in the cost model's order."""
-    return STRATEGIES[name](candidates, budget=budget, patience=patience, seed=seed, warm=warm)
+    """A strategy over ``candidates``, which must be in the cost model's order; ``prior``:
+    the learned model's scores behind that order, which the ``model`` strategy refits to
+    the measurements (``refit``)."""
+    return STRATEGIES[name](candidates, budget=budget, patience=patience, seed=seed, warm=warm,
+                            prior=prior)  # fmt: skip

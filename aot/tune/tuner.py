@@ -249,14 +249,17 @@ class Tuner(Measurer):
         """The recipe's strategy, starting from the learned cost model's order (spilling
         candidates included: the GPU measures them); from the heuristic's for a kernel
         whose predictor is the heuristic, or where the model cannot be used. The ``model``
-        strategy then refits its surrogate to the bucket's measurements as they come."""
+        strategy then refits the learned model's scores to the bucket's measurements as
+        they come (``strategies.refit``), or its additive surrogate where it has none."""
         t = inst.kernel.tune
         learned = predict.tuning_order(inst, bucket, lambda v: self._ready(inst, v),
                                        self.cost_model, self.predict)  # fmt: skip
-        order = ranked if learned is None else learned
-        return strategies.make(
-            t.strategy, order, budget=t.budget, patience=patience, seed=seed, warm=warm
-        )
+        if learned is None:
+            return strategies.make(
+                t.strategy, ranked, budget=t.budget, patience=patience, seed=seed, warm=warm
+            )
+        return strategies.make(t.strategy, learned.configs, budget=t.budget, patience=patience,
+                               seed=seed, warm=warm, prior=learned.scores)  # fmt: skip
 
     def _verified_finalists(
         self, inst: Instance, bucket: tuple[int, ...], ordered: list[Config], worker: GpuWorker
