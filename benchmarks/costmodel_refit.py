@@ -14,11 +14,14 @@ and goes on three ways:
 - ``additive``: its local moves ordered by an additive surrogate of the parameters'
   values fitted to the bucket's measurements, the learned order only breaking ties (the
   tuner until this change);
-- ``refit``: ordered by the learned model refitted to the measurements
+- ``refit``: its local moves ordered by the learned model refitted to the measurements
   (``strategies.refit``: its scores calibrated to the bucket's times, corrected per
-  parameter value);
+  parameter value), as shipped;
 - ``refit, global``: the refitted model's best-predicted config next, neighbour of the
-  best so far or not.
+  best so far or not (``Model.GLOBAL_MOVES``).
+
+``--compile-free`` orders and refits by the compile-free rankers' scores instead, as the
+tuner does at an instance's first bucket while its candidates compile.
 
 Settings (budget 60, 5 finalists re-measured in 5 rounds): cold with patience 30 and 8,
 and warm-started from the previous bucket's three fastest configs (the same kernel,
@@ -49,7 +52,7 @@ from aot.tune.strategies import Model  # noqa: E402
 
 SETTINGS = (("cold", 30), ("cold", 8), ("warm", 15), ("warm", 4))
 BUDGET = 60
-VARIANTS = ("additive", "refit, local", "refit")
+VARIANTS = ("additive", "refit", "refit, global")
 
 
 def replay(search, truth, sigma, rng, best):  # type: ignore[no-untyped-def]
@@ -75,18 +78,18 @@ def finalize(seen, truth, sigma, rng):  # type: ignore[no-untyped-def]
 def strategy(variant, cands, scores, patience, seed, warm):  # type: ignore[no-untyped-def]
     from aot.tune import strategies
 
-    class Local(strategies.Model):
-        LOCAL_WITH_PRIOR = True
+    class Global(strategies.Model):
+        GLOBAL_MOVES = True
 
     prior = None if variant == "additive" else dict(zip(cands, scores, strict=True))
-    kind = Local if variant == "refit, local" else strategies.Model
+    kind = Global if variant == "refit, global" else strategies.Model
     return kind(cands, budget=BUDGET, patience=patience, seed=seed, warm=warm, prior=prior)
 
 
-def bucket_rows(e, model, prev, seeds: int, sigma: float) -> dict:  # type: ignore[no-untyped-def]
+def bucket_rows(e, model, prev, seeds: int, sigma: float, free: bool) -> dict:  # type: ignore[no-untyped-def]
     from aot.costmodel.model import best_first
 
-    raw = model.score(e.rows.matrix)
+    raw = model.score_pending(e.pending.matrix) if free else model.score(e.rows.matrix)
     idx = best_first(raw, [False] * len(raw))  # the tuner does not demote spills
     cands = [e.rows.configs[i] for i in idx]
     scores = [raw[i] for i in idx]
@@ -140,6 +143,12 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--sigma", type=float, default=0.02)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--compile-free",
+        action="store_true",
+        help="order and refit by the compile-free rankers' scores, as the tuner does at an "
+        "instance's first bucket, before its candidates compile",
+    )
     args = ap.parse_args()
 
     from costmodel_eval import DBS, RECIPES
@@ -159,7 +168,11 @@ def main() -> None:
         prev: dict[tuple, set[str]] = {}
         for e in mine:
             line = (e.group.db, e.group.kernel, e.group.dtypes)
-            rows.append(bucket_rows(e, model, prev.get(line, set()), args.seeds, args.sigma))
+            rows.append(
+                bucket_rows(
+                    e, model, prev.get(line, set()), args.seeds, args.sigma, args.compile_free
+                )
+            )
             fastest = sorted(zip(e.times, (c.id for c in e.rows.configs), strict=True))[:3]
             prev[line] = {i for _, i in fastest}
             print(f"  {e.label}: {len(rows)} buckets", file=sys.stderr, flush=True)

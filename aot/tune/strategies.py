@@ -9,11 +9,11 @@ without a gain above 1%.
 - ``random``: a seeded shuffle.
 - ``bayes``: Optuna's TPE sampler over the meta-parameters as categorical choices.
 - ``model``: the cost model's top picks first (the learned model's, or the analytical
-  heuristic's); then, after each measurement, the learned model refitted to the bucket's
-  measurements picks the next (its scores calibrated to the times measured, corrected per
-  parameter value); with the heuristic's order, local moves around the best config found
-  so far (one parameter changed at a time), ordered by an additive surrogate fitted to
-  the measurements; seeded exploration either way; the default.
+  heuristic's), then local moves around the best config found so far (one parameter
+  changed at a time), ordered, after each measurement, by the learned model refitted to
+  the bucket's measurements (its scores calibrated to the times measured, corrected per
+  parameter value), or with the heuristic's order by an additive surrogate fitted to
+  them; with seeded exploration; the default.
 """
 
 from __future__ import annotations
@@ -162,17 +162,20 @@ def refit(
 
 
 class Model(Search):
-    """Cost-model order, best first; then, given the learned model's scores (``prior``),
-    the candidate it predicts fastest once refitted to what was measured (``refit``);
-    without them, local moves around the best, ordered by an additive surrogate fitted to
-    what was measured. Some seeded exploration either way."""
+    """Cost-model order, best first; then local moves around the best (one parameter
+    changed), ordered by the learned model refitted to what was measured (``refit``)
+    given its scores (``prior``), else by an additive surrogate fitted to it. Some seeded
+    exploration."""
 
     EXPLORE = 0.15
     SEED_TOP = 8  # the model's top picks, benchmarked before any local move
     SEED_TOP_WARM = 4  # fewer when warm-started: the neighbour's best already seeds it
-    # True: the refitted model orders only the best's neighbours, as the additive surrogate
-    # does (benchmarks/costmodel_refit.py measures both ways; every unseen candidate won)
-    LOCAL_WITH_PRIOR = False
+    # True: with the learned model's scores, the refit's best among every unseen candidate,
+    # not only the best's neighbours. benchmarks/costmodel_refit.py measures both: that
+    # gains where the scores are sure (every candidate compiled) and loses more where they
+    # are not (an instance's first bucket, scored before its candidates compile), and lost
+    # on the H100 for a kernel the model never saw (benchmarks/RESULTS.md, issue 19).
+    GLOBAL_MOVES = False
 
     def _next(self) -> Config | None:
         rest = self.unseen()
@@ -189,8 +192,8 @@ class Model(Search):
             # Failed configs mark their neighbourhood: moves toward them come last.
             failed = [c for c, ms in self.seen.items() if ms is None]
             predicted = self._surrogate({c: ms for c, ms in self.seen.items() if ms is not None})
-            if self.prior is not None and not self.LOCAL_WITH_PRIOR:
-                moves = rest  # the refitted model's best next, wherever it lies
+            if self.prior is not None and self.GLOBAL_MOVES:
+                moves = rest
             else:
                 moves = [c for c in rest if neighbours(c, best)]
             if moves:
