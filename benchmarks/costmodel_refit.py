@@ -182,8 +182,13 @@ def main() -> None:
           "pick (5 finalists, 5 rounds) is within 3%")  # fmt: skip
     print(summary(rows))
     if args.json:
-        args.json.write_text(json.dumps({"seeds": args.seeds, "sigma": args.sigma,
-                                         "buckets": rows}, indent=1))  # fmt: skip
+        args.json.write_text(dump(args.seeds, args.sigma, rows))
+
+
+def dump(seeds: int, sigma: float, rows: list[dict]) -> str:
+    """The JSON written: one bucket a line."""
+    lines = ",\n".join(json.dumps(r) for r in rows)
+    return f'{{"seeds": {seeds}, "sigma": {sigma}, "buckets": [\n{lines}\n]}}\n'
 
 
 if __name__ == "__main__":
