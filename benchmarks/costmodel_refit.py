@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from aot.tune.strategies import Model  # noqa: E402
+from aot.tune import strategies  # noqa: E402
 
 SETTINGS = (("cold", 30), ("cold", 8), ("warm", 15), ("warm", 4))
 BUDGET = 60
@@ -75,12 +75,11 @@ def finalize(seen, truth, sigma, rng):  # type: ignore[no-untyped-def]
     return min(med, key=med.__getitem__)
 
 
+class Global(strategies.Model):
+    GLOBAL_MOVES = True
+
+
 def strategy(variant, cands, scores, patience, seed, warm):  # type: ignore[no-untyped-def]
-    from aot.tune import strategies
-
-    class Global(strategies.Model):
-        GLOBAL_MOVES = True
-
     prior = None if variant == "additive" else dict(zip(cands, scores, strict=True))
     kind = Global if variant == "refit, global" else strategies.Model
     return kind(cands, budget=BUDGET, patience=patience, seed=seed, warm=warm, prior=prior)
@@ -115,7 +114,7 @@ def bucket_rows(e, model, prev, seeds: int, sigma: float, free: bool) -> dict:  
     return row
 
 
-SPACES = ((Model.SEED_TOP + 1, "every bucket"), (30, "30 configs or more"),
+SPACES = ((strategies.Model.SEED_TOP + 1, "every bucket"), (30, "30 configs or more"),
           (60, "60 or more"), (150, "150 or more"))  # fmt: skip
 
 
@@ -160,7 +159,7 @@ def main() -> None:
     ds = dataset.load(DBS, RECIPES, from_environ())
     rows = []
     for family, mine in groupby(by_kernel(ds), key=lambda e: e.family):
-        mine = [e for e in mine if len(e.times) > Model.SEED_TOP]
+        mine = [e for e in mine if len(e.times) > strategies.Model.SEED_TOP]
         if not mine:
             continue
         model = without(ds.examples, family)
@@ -176,7 +175,7 @@ def main() -> None:
             fastest = sorted(zip(e.times, (c.id for c in e.rows.configs), strict=True))[:3]
             prev[line] = {i for _, i in fastest}
             print(f"  {e.label}: {len(rows)} buckets", file=sys.stderr, flush=True)
-    print(f"{len(rows)} held-out buckets with more than {Model.SEED_TOP} timed configs, "
+    print(f"{len(rows)} held-out buckets with more than {strategies.Model.SEED_TOP} timed configs, "
           f"{args.seeds} seeds, noise {args.sigma:.0%}. Cells: mean over buckets of the "
           "median benchmarks to within 3% / of the benchmarks spent; share of runs whose "
           "pick (5 finalists, 5 rounds) is within 3%")  # fmt: skip
