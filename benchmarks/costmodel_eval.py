@@ -110,7 +110,8 @@ def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
     spent and how often its final pick (5 finalists, 5 rounds) is within 3%."""
     from sample_efficiency import finalize, load_table, replay
 
-    from aot.costmodel.evaluate import order, without
+    from aot.costmodel.evaluate import without
+    from aot.costmodel.model import best_first
     from aot.tune import strategies
 
     table = load_table(DATA / EXHAUSTIVE)
@@ -127,14 +128,14 @@ def efficiency(ds, seeds: int) -> list[dict]:  # type: ignore[no-untyped-def]
             truth, best, sigma = t["truth"], t["best"], t["sigma"]
             by_id = {c.id: c for c in e.rows.configs}
             unseen = [False] * len(e.rows.configs)  # the tuner does not demote spills
+            scores = model.score(e.rows.matrix)
             orders = {
                 "heuristic": [by_id[i] for i in e.heuristic],
-                "learned": [e.rows.configs[i] for i in order(model, e.rows.matrix, unseen)],
+                "learned": [e.rows.configs[i] for i in best_first(scores, unseen)],
             }  # fmt: skip
             # the tuner refits the learned model's scores to the bucket's measurements
             priors = {"heuristic": None,
-                      "learned": dict(zip(e.rows.configs, model.score(e.rows.matrix),
-                                          strict=True))}  # fmt: skip
+                      "learned": dict(zip(e.rows.configs, scores, strict=True))}  # fmt: skip
             row = {"kernel": e.group.kernel, "M": m, "configs": len(e.rows.configs)}
             for name, cands in orders.items():
                 n = min(150, len(cands))

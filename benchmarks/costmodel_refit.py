@@ -48,31 +48,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from sample_efficiency import finalize, replay  # noqa: E402
+
 from aot.tune import strategies  # noqa: E402
 
 SETTINGS = (("cold", 30), ("cold", 8), ("warm", 15), ("warm", 4))
 BUDGET = 60
 VARIANTS = ("additive", "refit", "refit, global")
-
-
-def replay(search, truth, sigma, rng, best):  # type: ignore[no-untyped-def]
-    """Benchmarks until the best seen is within 3% (None: never), and what was seen."""
-    seen: dict[object, float] = {}
-    hit = None
-    while (c := search.ask()) is not None:
-        obs = truth[c.id] * (1 + rng.gauss(0, sigma))
-        seen[c] = obs
-        search.tell(c, obs)
-        if hit is None and truth[min(seen, key=seen.__getitem__).id] <= best * 1.03:
-            hit = len(seen)
-    return hit, seen
-
-
-def finalize(seen, truth, sigma, rng):  # type: ignore[no-untyped-def]
-    top = sorted(seen, key=seen.__getitem__)[:5]
-    med = {c: statistics.median(truth[c.id] * (1 + rng.gauss(0, sigma)) for _ in range(5))
-           for c in top}  # fmt: skip
-    return min(med, key=med.__getitem__)
 
 
 class Global(strategies.Model):
@@ -104,10 +86,10 @@ def bucket_rows(e, model, prev, seeds: int, sigma: float, free: bool) -> dict:  
             for seed in range(seeds):
                 rng = random.Random(1000 * seed + 7)
                 s = strategy(variant, cands, scores, patience, seed, warm)
-                hit, seen = replay(s, truth, sigma, rng, best)
+                hit, seen = replay(s, truth, sigma, rng, best, BUDGET)
                 hits.append(hit if hit is not None else BUDGET + 1)
                 used.append(len(seen))
-                within += truth[finalize(seen, truth, sigma, rng).id] <= best * 1.03
+                within += truth[finalize(seen, truth, sigma, rng, 5, 5).id] <= best * 1.03
             key = f"{variant}|{start}{patience}"
             row[key] = {"to3": statistics.median(hits), "used": statistics.median(used),
                         "within3": within / seeds}  # fmt: skip

@@ -2,14 +2,16 @@
 of the learned cost model against the tuner before it, on the same GPU, by that GPU's dense
 table of every config at every bucket.
 
-    python benchmarks/refit_compare.py DENSE_DB RUN_DB...
+    python benchmarks/refit_compare.py RECIPE DENSE_DB RUN_DB...
 
-DENSE_DB: benchmarks/data/h100-training/bmm.tunedb.jsonl.gz (or h200-training/'s), the
-GPU the runs came from; RUN_DB: the runs' databases (refit-s0.tunedb.jsonl.gz, ...). Per
-run and kernel: the buckets, the benchmarks a bucket took (median, and all of them), and
-the pick's time in the dense table over the table's best (geometric mean, worst, within
-3%). A run's pick is the tuner's: the finalist, verified, with the least median over its
-re-measurement rounds (``aot/tune/decide.py``).
+RECIPE: the runs' training recipe (benchmarks/training/grouped_gemm.toml; the runs tuned a
+copy with a shorter patience, the same kernel and buckets); DENSE_DB:
+benchmarks/data/h100-training/grouped_gemm.tunedb.jsonl.gz (or h200-training/'s), the GPU
+the runs came from; RUN_DB: the runs' databases (grouped_gemm-refit-s2.tunedb.jsonl.gz,
+...). Per run and kernel: the buckets, the benchmarks a bucket took (median, and all of
+them), and the pick's time in the dense table over the table's best (geometric mean,
+worst, within 3%). A run's pick and benchmarks are what a build decides from its database
+(``decide.outcomes``).
 """
 
 from __future__ import annotations
@@ -17,47 +19,48 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-from collections import Counter, defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from aot.costmodel.data import groups, read_records  # noqa: E402
+from aot.plan import make_plan  # noqa: E402
+from aot.recipe import load  # noqa: E402
+from aot.tune.db import TuningDB  # noqa: E402
+from aot.tune.decide import outcomes, problem  # noqa: E402
 
 
 def key(r) -> tuple:  # type: ignore[no-untyped-def]
     return (r.kernel, tuple(sorted(dict(r.dtypes).items())), tuple(sorted(dict(r.problem).items())))
 
 
-def picks(db: Path) -> tuple[dict[tuple, str], Counter]:
-    rounds: dict[tuple, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    verified: dict[tuple, set[str]] = defaultdict(set)
-    benches: Counter = Counter()
+def picks(recipe: Path, db: Path) -> tuple[dict[tuple, str], dict[tuple, int]]:
+    """Per measured bucket, the config a build ships from ``db`` and the benchmarks it took."""
+    plan = make_plan(load(recipe))
+    records = TuningDB(None)
     for r in read_records(db):
-        if r.kind == "bench":
-            benches[key(r)] += 1
-        elif r.kind == "final" and r.ok and r.ms:
-            rounds[key(r)][r.config].append(r.ms)
-        elif r.kind == "verify" and r.ok:
-            verified[key(r)].add(r.config)
-    out = {}
-    for k, by in rounds.items():
-        ok = {c: statistics.median(ms) for c, ms in by.items() if c in verified[k]}
-        if ok:
-            out[k] = min(ok, key=ok.__getitem__)
-    return out, benches
+        records.add(r)
+    found = outcomes(plan, records)
+    chosen, benches = {}, {}
+    for inst in plan.instances:
+        for bucket, o in found.get(inst.key, {}).items():
+            k = (inst.kernel.name, tuple(sorted(dict(inst.dtypes).items())),
+                 tuple(sorted(problem(inst, bucket).items())))  # fmt: skip
+            chosen[k], benches[k] = o.config.id, o.metrics["benchmarks"]
+    return chosen, benches
 
 
 def main() -> None:
-    dense = {key(g): g for g in groups(read_records(Path(sys.argv[1])), sys.argv[1])}
-    print(f"dense table: {sys.argv[1]} ({len(dense)} buckets, device "
+    recipe, dense_db, runs = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    dense = {key(g): g for g in groups(read_records(Path(dense_db)), dense_db)}
+    print(f"dense table: {dense_db} ({len(dense)} buckets, device "
           f"{next(iter(dense.values())).device if dense else '?'})\n")  # fmt: skip
     print("| run | kernel | buckets | benchmarks a bucket: median (all) | pick / dense best: "
           "geomean, worst | picks within 3% |")  # fmt: skip
     print("|---|---|---:|---|---|---:|")
-    for run in map(Path, sys.argv[2:]):
-        chosen, benches = picks(run)
+    for run in map(Path, runs):
+        chosen, benches = picks(recipe, run)
         kernels = sorted({k[0] for k in chosen})
         for kernel in [*kernels, "all"]:
             ks = [k for k in chosen if kernel in ("all", k[0]) and k in dense]

@@ -43,8 +43,12 @@ class Search:
         prior: Mapping[Config, float] | None = None,
     ):
         self.candidates = list(candidates)
-        # the learned cost model's scores (higher: predicted faster), where it ordered them
-        self.prior = dict(prior) if prior else None
+        # the learned cost model's scores (higher: predicted faster), where it ordered them;
+        # a candidate it gave none (no row: it comes last in its order) takes the least
+        self.prior: dict[Config, float] | None = None
+        if prior:
+            least = min(prior.values())
+            self.prior = {c: prior.get(c, least) for c in self.candidates}
         self.index = {c: i for i, c in enumerate(self.candidates)}
         self.budget = budget
         self.patience = patience
@@ -206,9 +210,7 @@ class Model(Search):
         """Predicted log time (up to a constant): the learned model refitted to the
         bucket's measurements where it ordered the candidates, else the additive fit."""
         if self.prior is not None:
-            least = min(self.prior.values())
-            prior = {c: self.prior.get(c, least) for c in self.candidates}
-            return refit(observed, prior)
+            return refit(observed, self.prior)
         effect = additive_fit(observed)
         return lambda c: sum(effect.get(pv, 0.0) for pv in c.values().items())
 

@@ -254,12 +254,9 @@ class Tuner(Measurer):
         t = inst.kernel.tune
         learned = predict.tuning_order(inst, bucket, lambda v: self._ready(inst, v),
                                        self.cost_model, self.predict)  # fmt: skip
-        if learned is None:
-            return strategies.make(
-                t.strategy, ranked, budget=t.budget, patience=patience, seed=seed, warm=warm
-            )
-        return strategies.make(t.strategy, learned.configs, budget=t.budget, patience=patience,
-                               seed=seed, warm=warm, prior=learned.scores)  # fmt: skip
+        order, prior = (ranked, None) if learned is None else (learned.configs, learned.scores)
+        return strategies.make(t.strategy, order, budget=t.budget, patience=patience, seed=seed,
+                               warm=warm, prior=prior)  # fmt: skip
 
     def _verified_finalists(
         self, inst: Instance, bucket: tuple[int, ...], ordered: list[Config], worker: GpuWorker
