@@ -52,7 +52,12 @@ def picks(recipe: Path, db: Path) -> tuple[dict[tuple, str], dict[tuple, int]]:
 
 
 def main() -> None:
+    if len(sys.argv) < 4:
+        sys.exit("usage: python benchmarks/refit_compare.py RECIPE DENSE_DB RUN_DB...")
     recipe, dense_db, runs = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+    missing = [p for p in (recipe, Path(dense_db), *map(Path, runs)) if not p.is_file()]
+    if missing:
+        sys.exit(f"refit_compare: {missing[0]}: no such file")
     dense = {key(g): g for g in groups(read_records(Path(dense_db)), dense_db)}
     print(f"dense table: {dense_db} ({len(dense)} buckets, device "
           f"{next(iter(dense.values())).device if dense else '?'})\n")  # fmt: skip

@@ -20,9 +20,12 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> None:
-    recipe, out, mode, seed = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
-    if mode not in ("refit", "additive"):
-        sys.exit(f"refit_tune: mode {mode!r} is neither refit nor additive")
+    args = sys.argv[1:]
+    if len(args) != 4 or args[2] not in ("refit", "additive") or not args[3].isdigit():
+        sys.exit("usage: python benchmarks/refit_tune.py RECIPE OUT {refit,additive} SEED")
+    recipe, out, mode, seed = Path(args[0]), args[1], args[2], int(args[3])
+    if not recipe.is_file():
+        sys.exit(f"refit_tune: {recipe}: no such recipe")
     text = recipe.read_text().replace("[kernel.tune]\n", f"[kernel.tune]\nseed = {seed}\n")
     copy = recipe.with_name(f"{recipe.stem}.seed{seed}.toml")
     copy.write_text(text)
