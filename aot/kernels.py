@@ -127,8 +127,11 @@ class KernelProduct:
         # target without measurements takes those of its arch family, which may lie in
         # another slice.
         fallback = heuristic_chooser(cached_ranker(self.whole))
-        # Kernels whose recipe asks for the learned cost model get its picks instead.
-        chooser = decide.chooser(self.whole, db, predict.chooser(self.whole, env, fallback))
+        # Kernels whose recipe asks for the learned cost model get its picks instead,
+        # calibrated on what the database measured at their other buckets.
+        found = decide.outcomes(self.whole, db)
+        predictor = predict.chooser(self.whole, env, fallback, found)
+        chooser = decide.chooser(self.whole, found, predictor)
         decided = decide.count(plan, chooser)
         compiled = compile_selected(plan, chooser, env)
         selection = select(plan, chooser, compiled)

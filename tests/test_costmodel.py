@@ -1185,3 +1185,71 @@ def test_a_remeasure_recipe_times_the_kernel_and_space_its_scored_recipe_timed(
     assert set(a["buckets"][dim]) <= set(b["buckets"][dim])
     tune = a["tune"]
     assert tune["strategy"] == "grid" and tune["budget"] >= 1000 and tune["patience"] >= 1000
+
+
+# -- calibrated on the instance's measured buckets ------------------------------------
+
+
+def _configs(*pairs: tuple[int, int]) -> list[Config]:
+    return [Config((("BLOCK", b),), num_warps=w, num_stages=1) for b, w in pairs]
+
+
+def test_scores_calibrated_on_measured_buckets_follow_what_was_measured_near_and_not_far() -> None:
+    """The model likes few warps; two measured buckets near n = 8192 say 4 warps run
+    fastest, whatever the model thought: calibrated, the 4-warp config comes first at
+    8192, and at a bucket a million times larger the measurements weigh almost nothing
+    (shrunk) against a strong model score. No measured config: the scores as given;
+    measurements that run against the scores drop them (b = 0) rather than invert them."""
+    from aot.costmodel.calibrate import Measured, calibrated
+
+    one, two, four = _configs((512, 1), (512, 2), (512, 4))
+    model = {one: 3.0, two: 2.0, four: 1.0}  # higher: predicted faster
+    times = {one: 3.0, two: 2.0, four: 1.0}
+    near = [Measured({"n": 4096}, times, model), Measured({"n": 16384}, times, model)]
+    at = calibrated({"n": 8192}, model, near)
+    assert max(at, key=at.__getitem__) == four
+    far = calibrated({"n": 8192 * 2**20}, {one: 30.0, two: 20.0, four: 10.0}, near)
+    assert max(far, key=far.__getitem__) == one
+    assert calibrated({"n": 8192}, model, []) == model
+    assert calibrated({"n": 8192}, model, [Measured({"n": 4096}, {one: 1.0}, model)]) == model
+    # times that follow the scores exactly: calibrated, the order is the model's
+    agree = {one: 1.0, two: 2.0, four: 3.0}
+    same = calibrated({"n": 8192}, model, [Measured({"n": 4096}, agree, model)] * 2)
+    assert sorted(same, key=same.__getitem__) == [four, two, one]
+
+
+def test_a_build_calibrates_the_model_on_the_databases_other_buckets(
+    recipe_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recipe gains a bucket after its GPU runner tuned: the database measured the H100's
+    n = 4096 and 1048576, not 8192. The model (here one that likes 1 warp and small
+    blocks) would ship its favourite there; calibrated on the two measured buckets, where
+    the fake GPU runs BLOCK = 512 on 4 warps fastest, the build ships that, and says so. A
+    target the database measured nothing of keeps the model's pick."""
+
+    class SmallFew:
+        def score(self, matrix):  # type: ignore[no-untyped-def]
+            i = NAMES.index
+            return [-r[i("log2_block")] - r[i("log2_warps")] for r in matrix]
+
+        score_pending = score
+
+    db = tune_db(recipe_dir, tmp_path)
+    recipe = predicting(recipe_dir, "cost-model")
+    text = recipe.read_text().replace("n = [4096, 1048576]", "n = [4096, 8192, 1048576]")
+    recipe.write_text(text)
+    monkeypatch.setattr(predict, "model_for", lambda path: SmallFew())
+    r = build(recipe, tmp_path / "c.aotc", env_for(tmp_path / "cache"), tmp_path,
+              TuneOptions(enabled=False, db=db))  # fmt: skip
+    with BundleFile(r.bundle) as bf:
+        m = Manifest.from_json(bf.manifest)
+    chosen = {(i.target, c.bucket[0]): c for i in m.kernels[0].instances for c in i.choices}
+    new = chosen[("H100", 8192)]
+    assert new.how == f"predicted (cost model v{cm.VERSION}; calibrated on 2 measured buckets)"
+    fast, small = _configs((512, 4), (128, 1))
+    assert new.config == fast.id
+    assert chosen[("H100", 4096)].how.startswith("measured on NVIDIA H100")
+    plain = chosen[("sm_80", 8192)]
+    assert plain.how == predict.PREDICTED
+    assert plain.config == small.id
+    assert "calibrated on 2 measured buckets" in r.report.read_text()

@@ -21,12 +21,16 @@ those not compiled, then the spilling ones. A spilling config is shipped only wh
 candidate compiled spills. Where the model cannot be used (lightgbm missing, a model
 file this aotc cannot read, no candidate compiling), the heuristic's order is used and
 the reason is recorded in how the bucket was chosen.
+
+Where the tuning database measured some of an instance's buckets and not this one, both
+passes' scores are first calibrated on those measurements (``calibrate.py``), and the
+bucket is recorded as chosen so ("calibrated on N measured buckets").
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +38,9 @@ from ..compile import Compiled
 from ..env import Environment
 from ..errors import UsageError
 from ..plan import Config, Instance, Plan, Variant
-from ..select import HEURISTIC, Chooser, Pick
+from ..select import HEURISTIC, Chooser, InstanceKey, Pick
+from ..tune.decide import Found, problem
+from .calibrate import Measured, calibrated
 from .model import VERSION, CostModelUnavailable, Model, best_first, load_file
 from .table import Rows, compile_for, rows, variant_for, variants_for
 
@@ -69,9 +75,14 @@ def model_for(path: Path | None) -> Model:
     return shipped() if path is None else _user_model(path)
 
 
-def predicted(path: Path | None) -> str:
-    """How a bucket the model chose is recorded: the shipped model's version, or the file."""
-    return PREDICTED if path is None else f"predicted (cost model v{VERSION}: {path.name})"
+def predicted(path: Path | None, calibrated_on: int = 0) -> str:
+    """How a bucket the model chose is recorded: the shipped model's version, or the file;
+    and the number of measured buckets its scores were calibrated on, if any."""
+    how = PREDICTED if path is None else f"predicted (cost model v{VERSION}: {path.name})"
+    if calibrated_on:
+        s = "s" if calibrated_on > 1 else ""
+        how = f"{how.removesuffix(')')}; calibrated on {calibrated_on} measured bucket{s})"
+    return how
 
 
 def wants(inst: Instance, override: str | None = None) -> bool:
@@ -86,15 +97,49 @@ def unavailable(reason: str) -> str:
     return f"{HEURISTIC.removesuffix(')')}; cost model unavailable: {reason})"
 
 
-def shortlist(model: Model, inst: Instance, bucket: Bucket) -> list[Config]:
+def shortlist(
+    model: Model, inst: Instance, bucket: Bucket, measured: Sequence[Measured] = ()
+) -> list[Config]:
     """Every candidate of the bucket, best predicted first from what is known before
-    compiling (what each cubin would say unknown), by the compile-free rankers."""
+    compiling (what each cubin would say unknown), by the compile-free rankers; their
+    scores calibrated on ``measured`` (the instance's measured buckets, scored the same
+    way: ``measured_buckets``) where given."""
+    scores = first_scores(model, inst, bucket)
+    if measured:
+        scores = calibrated(problem(inst, bucket), scores, measured)
+    configs = list(scores)
+    return [configs[i] for i in best_first(list(scores.values()), [False] * len(configs))]
+
+
+def first_scores(model: Model, inst: Instance, bucket: Bucket) -> dict[Config, float]:
+    """The compile-free rankers' score of each candidate of the bucket (higher: faster)."""
     rw = rows(inst, bucket, inst.target, inst.candidates(bucket), {}, pending=True)
-    return _best_first(rw, model.score_pending(rw.matrix))
+    return dict(zip(rw.configs, model.score_pending(rw.matrix), strict=True))
 
 
 def _best_first(rw: Rows, scores: list[float]) -> list[Config]:
     return [rw.configs[i] for i in best_first(scores, [False] * len(rw.configs))]
+
+
+def measured_buckets(
+    model: Model, inst: Instance, timed: Mapping[Bucket, Mapping[Config, float]],
+    compiled: Results | None = None,
+) -> list[Measured]:  # fmt: skip
+    """The instance's measured buckets as calibration takes them: each bucket's timed
+    configs (ms) with its candidates' scores, the compile-free rankers' (``compiled``
+    None), or the full rankers' with the facts of those ``compiled``, as ``rescored``
+    scores them; the full rankers' only of timed configs compiled (a score with a cubin's
+    facts unknown is not on the same footing)."""
+    out = []
+    for b, times in timed.items():
+        if compiled is None:
+            scores = first_scores(model, inst, b)
+        else:
+            rw = rows(inst, b, inst.target, inst.candidates(b), compiled, pending=True)
+            scores = dict(zip(rw.configs, model.score(rw.matrix), strict=True))
+            times = {c: ms for c, ms in times.items() if variant_for(inst, c, b) in compiled}
+        out.append(Measured(problem(inst, b), times, scores))
+    return out
 
 
 def first_pass(plan: Plan) -> int | None:
@@ -133,31 +178,45 @@ def compile_shortlists(
     return compiled
 
 
-def rescored(model: Model, inst: Instance, bucket: Bucket, compiled: Results) -> list[Config]:
+def rescored(
+    model: Model, inst: Instance, bucket: Bucket, compiled: Results,
+    measured: Sequence[Measured] = (),
+) -> list[Config]:  # fmt: skip
     """The bucket's candidates scored with the facts of those compiled, the rest's
-    unknown: those compiled without spilling first, then those not compiled, then the
-    spilling ones; none where no candidate compiled."""
+    unknown, and calibrated on ``measured`` where given: those compiled without spilling
+    first, then those not compiled, then the spilling ones; none where no candidate
+    compiled."""
     rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled, pending=True)
     known = {c for c in rw.configs if variant_for(inst, c, bucket) in compiled}
     if not known:
         return []
-    scores = model.score(rw.matrix)
+    scores = dict(zip(rw.configs, model.score(rw.matrix), strict=True))
+    if measured:
+        scores = calibrated(problem(inst, bucket), scores, measured)
 
     def rank(i: int) -> tuple[int, float, int]:
         c = rw.configs[i]
-        return (1 if c not in known else 2 if rw.spills[i] else 0), -scores[i], i
+        return (1 if c not in known else 2 if rw.spills[i] else 0), -scores[c], i
 
     return [rw.configs[i] for i in sorted(range(len(rw.configs)), key=rank)]
 
 
-def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
+def _timed(inst: Instance, found: Found) -> dict[Bucket, dict[Config, float]]:
+    """What the database timed at the instance's measured buckets, config by config."""
+    by_id = {c.id: c for c in inst.configs}
+    return {b: {by_id[i]: ms for i, ms in o.timed.items() if i in by_id}
+            for b, o in found.get(inst.key, {}).items()}  # fmt: skip
+
+
+def chooser(plan: Plan, env: Environment, fallback: Chooser, found: Found | None = None) -> Chooser:
     """``fallback`` for kernels that do not ask for the model (``env.predict`` overrides
     what each asks); the model's order for those that do, compiling each such instance's
-    shortlists on first use."""
+    shortlists on first use. ``found``: what the tuning database decided
+    (``decide.outcomes``); a bucket it did not measure, of an instance it measured at
+    others, takes the model's scores calibrated on those measurements."""
     if not any(wants(inst, env.predict) for inst in plan.instances):
         return fallback
-    orders: dict[tuple[object, ...], list[Config] | str] = {}
-    how = predicted(env.cost_model)
+    orders: dict[tuple[InstanceKey, Bucket], list[Pick] | str] = {}
 
     def prepare(inst: Instance) -> None:
         try:
@@ -165,20 +224,26 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser) -> Chooser:
         except CostModelUnavailable as exc:
             orders.update({(inst.key, b): str(exc) for b in inst.buckets})
             return
-        short = {b: shortlist(model, inst, b) for b in inst.buckets}
+        timed = _timed(inst, found or {})
+        first = measured_buckets(model, inst, timed) if timed else []
+        short = {b: shortlist(model, inst, b, [] if b in timed else first) for b in inst.buckets}
         compiled = compile_shortlists(plan, inst, short, env)
+        full = measured_buckets(model, inst, timed, compiled) if timed else []
+        calibrated_on = sum(len(m.times) >= 2 for m in first)  # calibrate skips the rest
         for b in inst.buckets:
-            orders[(inst.key, b)] = rescored(model, inst, b, compiled) or "no candidate compiled"
+            how = predicted(env.cost_model, 0 if b in timed else calibrated_on)
+            order = rescored(model, inst, b, compiled, [] if b in timed else full)
+            orders[(inst.key, b)] = [Pick(c, how) for c in order] or "no candidate compiled"
 
-    def choose(inst: Instance, bucket: tuple[int, ...]) -> list[Pick]:
+    def choose(inst: Instance, bucket: Bucket) -> list[Pick]:
         if not wants(inst, env.predict):
             return fallback(inst, bucket)
         if (inst.key, bucket) not in orders:
             prepare(inst)
-        found = orders[(inst.key, bucket)]
-        if isinstance(found, str):
-            return [Pick(p.config, unavailable(found), p.metrics) for p in fallback(inst, bucket)]
-        return [Pick(c, how) for c in found]
+        picks = orders[(inst.key, bucket)]
+        if isinstance(picks, str):
+            return [Pick(p.config, unavailable(picks), p.metrics) for p in fallback(inst, bucket)]
+        return picks
 
     return choose
 

@@ -101,6 +101,9 @@ class Outcome:
     device: str
     verified: bool | None  # None: the kernel has no reference
     metrics: Mapping[str, Any] = field(default_factory=dict)
+    # every config the search benchmarked there without failing: its time (ms), by config
+    # id (what the cost model is calibrated on for the instance's unmeasured buckets)
+    timed: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def how(self) -> str:
@@ -167,7 +170,8 @@ def outcome(
         metrics["baseline_ms"] = _r(statistics.median(baseline))
         metrics["vs_baseline"] = _r(metrics["baseline_ms"] / ms)
     metrics.update(throughput(inst, bucket, ms, device, by_id[cid]))
-    return Outcome(by_id[cid], device, True if has_reference else None, metrics)
+    timed = {c: r.ms for c, r in bench.items() if r.ok and r.ms}
+    return Outcome(by_id[cid], device, True if has_reference else None, metrics, timed)
 
 
 def _winner(
@@ -294,9 +298,12 @@ def _transfer_source(plan: Plan, inst: Instance, measured: set[InstanceKey]) -> 
     )
 
 
-def chooser(plan: Plan, db: TuningDB, fallback: Chooser) -> Chooser:
-    """A chooser that prefers measurements, then transfers, then ``fallback``."""
-    found = outcomes(plan, db)
+Found = Mapping[InstanceKey, Mapping[tuple[int, ...], Outcome]]
+
+
+def chooser(plan: Plan, found: Found, fallback: Chooser) -> Chooser:
+    """A chooser that prefers measurements (``found``: ``outcomes`` of the plan's
+    database), then transfers, then ``fallback``."""
     transfers = {
         inst.key: src
         for inst in plan.instances

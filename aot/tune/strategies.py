@@ -127,20 +127,29 @@ def additive_fit(observed: dict[Config, float]) -> dict[tuple[str, Any], float]:
     """Per (parameter, value), its effect on log time, fitted to the observations by a few
     rounds of backfitting: log t ≈ mean + Σ effect[p, v]. A cheap learned surrogate that
     tells which values of each parameter have been paying off."""
-    return _backfit([(c.values(), math.log(ms)) for c, ms in observed.items()])
+    return backfit([(c.values(), math.log(ms), 1.0) for c, ms in observed.items()])
 
 
-def _backfit(rows: Sequence[tuple[dict[str, Any], float]]) -> dict[tuple[str, Any], float]:
-    mean = sum(y for _, y in rows) / len(rows)
+def backfit(
+    rows: Sequence[tuple[dict[str, Any], float, float]], shrink: float = 0.0
+) -> dict[tuple[str, Any], float]:
+    """Additive effects of each (parameter, value) on ``y``, backfitted over a few rounds
+    to ``rows`` of (parameter values, y, weight): y ≈ mean + Σ effect[p, v], each effect
+    the weighted mean of what the others leave, shrunk toward 0 by weight / (weight +
+    ``shrink``) (0: not shrunk)."""
+    total = sum(w for _, _, w in rows)
+    mean = sum(y * w for _, y, w in rows) / total
     effect: dict[tuple[str, Any], float] = {}
     for _ in range(3):
         for p in rows[0][0]:
             sums: dict[Any, list[float]] = {}
-            for values, y in rows:
+            for values, y, w in rows:
                 rest = sum(effect.get((q, values[q]), 0.0) for q in values if q != p)
-                sums.setdefault(values[p], []).append(y - mean - rest)
-            for v, res in sums.items():
-                effect[(p, v)] = sum(res) / len(res)
+                acc = sums.setdefault(values[p], [0.0, 0.0])
+                acc[0] += w * (y - mean - rest)
+                acc[1] += w
+            for v, (res, weight) in sums.items():
+                effect[(p, v)] = res / (weight + shrink)
     return effect
 
 
@@ -161,7 +170,7 @@ def refit(
     sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
     b = min(0.0, sxy / sxx) if len(cs) >= 3 and sxx > 0 else 0.0
     a = my - b * mx
-    effect = _backfit([(c.values(), y - a - b * x) for c, x, y in zip(cs, xs, ys, strict=True)])
+    effect = backfit([(c.values(), y - a - b * x, 1.0) for c, x, y in zip(cs, xs, ys, strict=True)])
     return lambda c: a + b * prior[c] + sum(effect.get(pv, 0.0) for pv in c.values().items())
 
 
