@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# On a GPU machine (issue 19): the folder's check.py on the two bundles
-# predicted_bundles.sh wrote per recipe, the H200-tuned one and the cost model's CPU-only
-# one, one after the other: outputs against float64 and the library, then µs per call.
+# On a GPU machine (issue 19): the folder's check.py on the bundles predicted_bundles.sh
+# wrote per recipe, the H200-tuned one and the cost model's CPU-only one (and, with
+# KINDS="tuned predicted calibrated", the one calibrated on half the buckets), one after
+# the other: outputs against float64 and the library, then µs per call.
 # Arguments: pairs of a library folder name and its recipes.
 #   device: carry [".whl", ".gpu/ho", ".gpu/heldout-src"], command:
 #   bash benchmarks/heldout/check_predicted.sh liger "rms_norm kl_div" fla logsumexp
@@ -15,7 +16,7 @@ trap 'mkdir -p "$FINAL_OUT"; tar czf "$FINAL_OUT/heldout-predicted.tar.gz" -C "$
 while (($# >= 2)); do
   lib=$1 recipes=$2
   shift 2
-  for kind in tuned predicted; do
+  for kind in ${KINDS:-tuned predicted}; do
     mkdir -p "$ROOT_OUT/$lib-$kind"
     env "${lib^^}=.gpu/heldout-src/$lib" OUT="$ROOT_OUT/$lib-$kind" RECIPES="$recipes" \
       W="$PWD/.gpu/ho/$lib-bundles/$kind" bash "benchmarks/heldout/$lib/run.sh" \

@@ -1,6 +1,7 @@
 """Side by side, from two runs of a held-out folder's check.py (check_predicted.sh's, on
-the H200-tuned bundle and on the cost model's CPU-only one): each size's µs per call, the
-ratio predicted / tuned, and per recipe its geometric mean and range.
+the H200-tuned bundle and on the cost model's CPU-only one, or the one calibrated on half
+the buckets): each size's µs per call, the ratio predicted (or calibrated) / tuned, and
+per recipe its geometric mean and range.
 
     python benchmarks/heldout/compare_checks.py TUNED_LOGS PREDICTED_LOGS RECIPE...
 
@@ -32,7 +33,11 @@ def times(log: Path) -> dict[tuple[str, str], float]:
 
 
 def main() -> None:
+    if len(sys.argv) < 4:
+        sys.exit("usage: python benchmarks/heldout/compare_checks.py TUNED OTHER RECIPE...")
     tuned_dir, predicted_dir, *recipes = sys.argv[1:]
+    # the second run's kind, from its folder's name (LIB-predicted, LIB-calibrated)
+    kind = Path(predicted_dir).name.rpartition("-")[2] or "predicted"
     for recipe in recipes:
         tuned = times(Path(tuned_dir) / f"check-{recipe}.log")
         predicted = times(Path(predicted_dir) / f"check-{recipe}.log")
@@ -40,11 +45,11 @@ def main() -> None:
         for key, t in tuned.items():
             if key in predicted:
                 ratios.append(predicted[key] / t)
-                print(f"{key[0]:28} {key[1]:16} tuned {t:7.1f}  predicted {predicted[key]:7.1f}"
+                print(f"{key[0]:28} {key[1]:16} tuned {t:7.1f}  {kind} {predicted[key]:7.1f}"
                       f"  {ratios[-1]:.2f}")  # fmt: skip
         if ratios:
             mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-            print(f"{recipe}: {len(ratios)} sizes, predicted / tuned geomean {mean:.3f}, "
+            print(f"{recipe}: {len(ratios)} sizes, {kind} / tuned geomean {mean:.3f}, "
                   f"{min(ratios):.2f}-{max(ratios):.2f}\n")  # fmt: skip
 
 
