@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine (issue 19): the folder's check.py on the bundles predicted_bundles.sh
 # wrote per recipe, the H200-tuned one and the cost model's CPU-only one (and, with
-# KINDS="tuned predicted calibrated", the one calibrated on half the buckets), one after
-# the other: outputs against float64 and the library, then µs per call.
+# KINDS="tuned predicted calibrated calibrated2", those calibrated on half the buckets,
+# each half), one after the other: outputs against float64 and the library, then µs per call.
 # Arguments: pairs of a library folder name and its recipes.
 #   device: carry [".whl", ".gpu/ho", ".gpu/heldout-src"], command:
 #   bash benchmarks/heldout/check_predicted.sh liger "rms_norm kl_div" fla logsumexp

@@ -10,6 +10,7 @@
 #   $OUTDIR/calibrated/RECIPE.aotc the same with the tuning database's every other bucket
 #                                  (benchmarks/half_db.py): those measured, the others the
 #                                  model's, calibrated on them; where DATA has a database
+#   $OUTDIR/calibrated2/RECIPE.aotc the same with the other half of the buckets measured
 # Usage:
 #   bash benchmarks/heldout/predicted_bundles.sh FOLDER CARRIED PACKAGE DATA OUTDIR RECIPE...
 # e.g. (Liger at ead96b61 in .gpu/ho/liger, as benchmarks/heldout/liger/run.sh describes):
@@ -23,7 +24,8 @@ HERE=$(cd "$1" && pwd) CARRIED=$(cd "$2" && pwd) PACKAGE=$3 DATA=$(cd "$4" && pw
 shift 5
 L=$(mktemp -d)  # the layout run_library.sh gives a run: recipes in r/, the package in src/
 trap 'rm -rf "$L"' EXIT
-mkdir -p "$L/r" "$L/src" "$OUTDIR/tuned" "$OUTDIR/predicted" "$OUTDIR/calibrated"
+mkdir -p "$L/r" "$L/src" "$OUTDIR/tuned" "$OUTDIR/predicted" "$OUTDIR/calibrated" \
+  "$OUTDIR/calibrated2"
 HALF=$(cd "$(dirname "$0")/.." && pwd)/half_db.py
 cp "$HERE"/*.toml "$HERE"/calls.py "$L/r/"
 cp -r "$CARRIED/$PACKAGE" "$L/src/"
@@ -36,6 +38,9 @@ for r in "$@"; do
     python3 "$HALF" "$L/$r.tunedb.jsonl" "$L/$r.half.tunedb.jsonl"
     python3 -m aot.cli build "$L/r/$r.toml" -o "$OUTDIR/calibrated/$r.aotc" --no-tune \
       --predict cost-model --db "$L/$r.half.tunedb.jsonl"
+    python3 "$HALF" --odd "$L/$r.tunedb.jsonl" "$L/$r.half2.tunedb.jsonl"
+    python3 -m aot.cli build "$L/r/$r.toml" -o "$OUTDIR/calibrated2/$r.aotc" --no-tune \
+      --predict cost-model --db "$L/$r.half2.tunedb.jsonl"
   else  # no committed database: the GPU run builds and tunes the tuned bundle itself
     echo "$r: no $DATA/$r.tunedb.jsonl.gz; only the predicted bundle" >&2
   fi
