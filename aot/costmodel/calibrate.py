@@ -65,9 +65,9 @@ def calibrated(
     for m in measured:
         mine = [(c, m.scores[c], math.log(ms)) for c, ms in m.times.items()
                 if c in m.scores and ms > 0]  # fmt: skip
-        if len(mine) < 2:  # one time says nothing of how configs rank
-            continue
         w = math.exp(-distance(problem, m.problem) / WIDTH)
+        if len(mine) < 2 or w == 0:  # one time says nothing of how configs rank
+            continue
         mx = sum(x for _, x, _ in mine) / len(mine)
         my = sum(y for _, _, y in mine) / len(mine)
         points += [(c, x - mx, y - my, w) for c, x, y in mine]

@@ -225,6 +225,8 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser, found: Found | None
             orders.update({(inst.key, b): str(exc) for b in inst.buckets})
             return
         timed = _timed(inst, found or {})
+        if all(b in timed for b in inst.buckets):  # every bucket measured: none to calibrate
+            timed = {}
         first = measured_buckets(model, inst, timed) if timed else []
         short = {b: shortlist(model, inst, b, [] if b in timed else first) for b in inst.buckets}
         compiled = compile_shortlists(plan, inst, short, env)
