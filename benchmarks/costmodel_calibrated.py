@@ -52,10 +52,10 @@ from sample_efficiency import replay  # noqa: E402
 from aot.costmodel.calibrate import Measured, calibrated, distance  # noqa: E402
 from aot.costmodel.evaluate import geomean, shortlisted  # noqa: E402
 from aot.costmodel.model import best_first  # noqa: E402
+from aot.costmodel.predict import PREFILTER  # noqa: E402
 from aot.tune import strategies  # noqa: E402
 
 BUDGET, PATIENCE, SIGMA = 60, 8, 0.02
-PREFILTER = 12
 WAYS = ("model", "calibrated", "calibrated, all compiled", "nearest's winner")
 SCENARIOS = ("one missing", "every other")
 
