@@ -68,10 +68,14 @@ def main() -> None:
     if len(sys.argv) != 2:
         sys.exit("usage: python benchmarks/heldout/compare_calibrated.py RUN_DIR")
     run = Path(sys.argv[1])
+    kinds = ("tuned", "predicted", "calibrated", "calibrated2")
+    wanted = [run / f"{lib}-{k}" / f"{name}{recipe}{ext}" for recipe, (lib, _) in RULES.items()
+              for k in kinds for name, ext in (("check-", ".log"), ("", ".report.md"))]  # fmt: skip
+    if missing := [str(f) for f in wanted if not f.is_file()]:
+        sys.exit(f"{run}: no {missing[0]} ({len(missing)} files missing); see the docstring")
     every: dict[str, list[float]] = {"predicted": [], "calibrated": []}
     for recipe, (lib, rule) in RULES.items():
-        logs = {k: times(run / f"{lib}-{k}" / f"check-{recipe}.log")
-                for k in ("tuned", "predicted", "calibrated", "calibrated2")}  # fmt: skip
+        logs = {k: times(run / f"{lib}-{k}" / f"check-{recipe}.log") for k in kinds}
         reports = {k: hows(run / f"{lib}-{k}" / f"{recipe}.report.md")
                    for k in ("calibrated", "calibrated2")}  # fmt: skip
         for key, tuned in logs["tuned"].items():

@@ -38,6 +38,9 @@ def main() -> None:
     tuned_dir, predicted_dir, *recipes = sys.argv[1:]
     # the second run's kind, from its folder's name (LIB-predicted, LIB-calibrated)
     kind = Path(predicted_dir).name.rpartition("-")[2] or "predicted"
+    logs = [Path(d) / f"check-{r}.log" for r in recipes for d in (tuned_dir, predicted_dir)]
+    if missing := [str(f) for f in logs if not f.is_file()]:
+        sys.exit(f"no {missing[0]} ({len(missing)} check logs missing)")
     for recipe in recipes:
         tuned = times(Path(tuned_dir) / f"check-{recipe}.log")
         predicted = times(Path(predicted_dir) / f"check-{recipe}.log")
