@@ -30,7 +30,7 @@ bucket is recorded as chosen so ("calibrated on N measured buckets").
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,18 +97,10 @@ def unavailable(reason: str) -> str:
     return f"{HEURISTIC.removesuffix(')')}; cost model unavailable: {reason})"
 
 
-def shortlist(
-    model: Model, inst: Instance, bucket: Bucket, measured: Sequence[Measured] = ()
-) -> list[Config]:
+def shortlist(model: Model, inst: Instance, bucket: Bucket) -> list[Config]:
     """Every candidate of the bucket, best predicted first from what is known before
-    compiling (what each cubin would say unknown), by the compile-free rankers; their
-    scores calibrated on ``measured`` (the instance's measured buckets, scored the same
-    way: ``measured_buckets``) where given."""
-    scores = first_scores(model, inst, bucket)
-    if measured:
-        scores = calibrated(problem(inst, bucket), scores, measured)
-    configs = list(scores)
-    return [configs[i] for i in best_first(list(scores.values()), [False] * len(configs))]
+    compiling (what each cubin would say unknown), by the compile-free rankers."""
+    return _best(first_scores(model, inst, bucket))
 
 
 def first_scores(model: Model, inst: Instance, bucket: Bucket) -> dict[Config, float]:
@@ -117,29 +109,32 @@ def first_scores(model: Model, inst: Instance, bucket: Bucket) -> dict[Config, f
     return dict(zip(rw.configs, model.score_pending(rw.matrix), strict=True))
 
 
-def _best_first(rw: Rows, scores: list[float]) -> list[Config]:
-    return [rw.configs[i] for i in best_first(scores, [False] * len(rw.configs))]
+def full_scores(
+    model: Model, inst: Instance, bucket: Bucket, compiled: Results
+) -> tuple[Rows, dict[Config, float]]:
+    """The bucket's candidates' rows with the facts of those ``compiled`` (the rest's
+    unknown), and the full rankers' score of each."""
+    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled, pending=True)
+    return rw, dict(zip(rw.configs, model.score(rw.matrix), strict=True))
 
 
-def measured_buckets(
-    model: Model, inst: Instance, timed: Mapping[Bucket, Mapping[Config, float]],
-    compiled: Results | None = None,
-) -> list[Measured]:  # fmt: skip
-    """The instance's measured buckets as calibration takes them: each bucket's timed
-    configs (ms) with its candidates' scores, the compile-free rankers' (``compiled``
-    None), or the full rankers' with the facts of those ``compiled``, as ``rescored``
-    scores them; the full rankers' only of timed configs compiled (a score with a cubin's
-    facts unknown is not on the same footing)."""
-    out = []
-    for b, times in timed.items():
-        if compiled is None:
-            scores = first_scores(model, inst, b)
-        else:
-            rw = rows(inst, b, inst.target, inst.candidates(b), compiled, pending=True)
-            scores = dict(zip(rw.configs, model.score(rw.matrix), strict=True))
-            times = {c: ms for c, ms in times.items() if variant_for(inst, c, b) in compiled}
-        out.append(Measured(problem(inst, b), times, scores))
-    return out
+def _best(scores: Mapping[Config, float]) -> list[Config]:
+    """The configs best-scored first (ties keep their order)."""
+    configs = list(scores)
+    return [configs[i] for i in best_first(list(scores.values()), [False] * len(configs))]
+
+
+def calibrated_at(
+    inst: Instance, bucket: Bucket, scores: Mapping[Bucket, Mapping[Config, float]],
+    timed: Mapping[Bucket, Mapping[Config, float]],
+) -> dict[Config, float]:  # fmt: skip
+    """The bucket's ``scores``, calibrated on the instance's measured buckets (``timed``:
+    each one's timed configs, ms; their ``scores`` scored as this bucket's are); as given
+    for a bucket measured itself."""
+    if bucket in timed:
+        return dict(scores[bucket])
+    measured = [Measured(problem(inst, b), t, scores[b]) for b, t in timed.items()]
+    return calibrated(problem(inst, bucket), scores[bucket], measured)
 
 
 def first_pass(plan: Plan) -> int | None:
@@ -179,20 +174,14 @@ def compile_shortlists(
 
 
 def rescored(
-    model: Model, inst: Instance, bucket: Bucket, compiled: Results,
-    measured: Sequence[Measured] = (),
-) -> list[Config]:  # fmt: skip
-    """The bucket's candidates scored with the facts of those compiled, the rest's
-    unknown, and calibrated on ``measured`` where given: those compiled without spilling
-    first, then those not compiled, then the spilling ones; none where no candidate
-    compiled."""
-    rw = rows(inst, bucket, inst.target, inst.candidates(bucket), compiled, pending=True)
+    inst: Instance, bucket: Bucket, rw: Rows, scores: Mapping[Config, float], compiled: Results
+) -> list[Config]:
+    """The bucket's candidates (``rw``, ``full_scores``'s rows) by ``scores``: those
+    compiled without spilling first, then those not compiled, then the spilling ones; none
+    where no candidate compiled."""
     known = {c for c in rw.configs if variant_for(inst, c, bucket) in compiled}
     if not known:
         return []
-    scores = dict(zip(rw.configs, model.score(rw.matrix), strict=True))
-    if measured:
-        scores = calibrated(problem(inst, bucket), scores, measured)
 
     def rank(i: int) -> tuple[int, float, int]:
         c = rw.configs[i]
@@ -227,14 +216,21 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser, found: Found | None
         timed = _timed(inst, found or {})
         if all(b in timed for b in inst.buckets):  # every bucket measured: none to calibrate
             timed = {}
-        first = measured_buckets(model, inst, timed) if timed else []
-        short = {b: shortlist(model, inst, b, [] if b in timed else first) for b in inst.buckets}
+        # each bucket scored once per pass; a bucket the database did not measure is
+        # calibrated on those it did, scored alike
+        first = {b: first_scores(model, inst, b) for b in inst.buckets}
+        short = {b: _best(calibrated_at(inst, b, first, timed)) for b in inst.buckets}
         compiled = compile_shortlists(plan, inst, short, env)
-        full = measured_buckets(model, inst, timed, compiled) if timed else []
-        calibrated_on = sum(len(m.times) >= 2 for m in first)  # calibrate skips the rest
+        full = {b: full_scores(model, inst, b, compiled) for b in inst.buckets}
+        # the full rankers' scores are on the same footing only where a cubin's facts are
+        # known: their calibration takes the timed configs this build compiled
+        known = {b: {c: ms for c, ms in t.items() if variant_for(inst, c, b) in compiled}
+                 for b, t in timed.items()}  # fmt: skip
+        calibrated_on = sum(len(t) >= 2 for t in timed.values())  # calibrate skips the rest
         for b in inst.buckets:
             how = predicted(env.cost_model, 0 if b in timed else calibrated_on)
-            order = rescored(model, inst, b, compiled, [] if b in timed else full)
+            scores = calibrated_at(inst, b, {k: sc for k, (_, sc) in full.items()}, known)
+            order = rescored(inst, b, full[b][0], scores, compiled)
             orders[(inst.key, b)] = [Pick(c, how) for c in order] or "no candidate compiled"
 
     def choose(inst: Instance, bucket: Bucket) -> list[Pick]:
@@ -289,8 +285,8 @@ def tuning_order(
             if (r := ready(v)) is not None:
                 compiled[v] = r
     rw = rows(inst, bucket, inst.target, candidates, compiled, pending=True)
-    scores = (model.score if compiled else model.score_pending)(rw.matrix)
-    first = _best_first(rw, scores)
-    scored = set(first)
-    order = first + [c for c in candidates if c not in scored]
-    return Ordered(order, dict(zip(rw.configs, scores, strict=True))) if order else None
+    score = model.score if compiled else model.score_pending
+    scores = dict(zip(rw.configs, score(rw.matrix), strict=True))
+    first = _best(scores)
+    order = first + [c for c in candidates if c not in scores]
+    return Ordered(order, scores) if order else None
