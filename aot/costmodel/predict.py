@@ -227,9 +227,10 @@ def chooser(plan: Plan, env: Environment, fallback: Chooser, found: Found | None
         known = {b: {c: ms for c, ms in t.items() if variant_for(inst, c, b) in compiled}
                  for b, t in timed.items()}  # fmt: skip
         calibrated_on = sum(len(t) >= 2 for t in timed.values())  # calibrate skips the rest
+        scored = {b: sc for b, (_, sc) in full.items()}
         for b in inst.buckets:
             how = predicted(env.cost_model, 0 if b in timed else calibrated_on)
-            scores = calibrated_at(inst, b, {k: sc for k, (_, sc) in full.items()}, known)
+            scores = calibrated_at(inst, b, scored, known)
             order = rescored(inst, b, full[b][0], scores, compiled)
             orders[(inst.key, b)] = [Pick(c, how) for c in order] or "no candidate compiled"
 
