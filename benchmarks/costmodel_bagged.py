@@ -1,13 +1,13 @@
-"""Two more ways at the CPU-only misses of leave one kernel out (issue 19), measured against
+"""Three more ways at the CPU-only misses of leave one kernel out (issue 19), measured against
 the shipped model on the same held-out buckets:
 
     python benchmarks/costmodel_bagged.py [--members 8] [--json out.json]
 
 1. **Kernels bootstrapped.** The shipped model averages five rankers trained on the same
-   kernels with different seeds, and at 15 of the misses all five agree: seeds do not
-   show what the model does not know about a kernel it never saw. Here each member trains
-   on a bootstrap draw of the training kernels (each kernel drawn as often as the draw
-   says, weighed so), so the members differ in which kernels taught them, the spread a
+   kernels with different seeds, and at 15 of the 20 misses the pick rules met, all five
+   agree: seeds do not show what the model does not know about a kernel it never saw.
+   Here each member trains on a bootstrap draw of the training kernels (a kernel drawn
+   twice weighs twice), so the members differ in which kernels taught them, the spread a
    kernel never seen meets. Their scores are combined by the mean, by the mean rank
    (Borda), by the worst rank (a pessimist: the config no member ranks low), and by the
    second-lowest standardised score.
@@ -18,7 +18,7 @@ the shipped model on the same held-out buckets:
    build time, per kernel; it is measured here first, at tau = 0.25 and 1.
 3. **How many configs a CPU-only build compiles.** The shipped model's compile-free
    rankers order a bucket's candidates and the first ``PREFILTER`` (12) are compiled; its
-   full rankers pick among those. Replayed with 4 to 24 compiled, and with every one.
+   full rankers pick among those. Replayed with 4 to 24 compiled (every one: the first row).
 
 Each kernel (a source) is held out in turn, as ``costmodel_eval.py`` does; the shipped
 model's rows are every timed config of the bucket (its pick with every config compiled:
