@@ -74,6 +74,9 @@ class Case:
 
 
 def cases(n_members: int) -> list[Case]:
+    """Each held-out bucket with the scores of the shipped model (trained without its
+    kernel), of ``n_members`` members on bootstrapped kernels, and of the models of kernels
+    weighed by likeness."""
     from costmodel_eval import DBS, recipes
 
     from aot.costmodel import dataset
@@ -167,16 +170,6 @@ RULES: dict[str, Callable[[Case], int]] = {
 }  # fmt: skip
 
 
-def shortlisted(c: Case, k: int) -> int:
-    """What a CPU-only build ships with ``k`` compiled (``evaluate.shortlisted`` with
-    ``PREFILTER`` = k): the compile-free rankers' first k, k more while all spill."""
-    order = sorted(range(len(c.times)), key=lambda i: (-c.free[i], i))
-    n = k
-    while all(c.spills[i] for i in order[:n]) and n < len(order):
-        n += k
-    return c.pick(c.full, order[:n])
-
-
 def summary(name: str, ratios: list[float], base: list[float]) -> dict[str, object]:
     within = sum(r <= MISS for r in ratios)
     return {"way": name, "geomean": math.exp(statistics.mean(map(math.log, ratios))),
@@ -187,6 +180,8 @@ def summary(name: str, ratios: list[float], base: list[float]) -> dict[str, obje
 
 
 def main() -> None:
+    from aot.costmodel.evaluate import shortlisted
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--members", type=int, default=8, help="bootstrapped members (8)")
     ap.add_argument("--json", type=Path, help="write the tables' rows here")
@@ -197,7 +192,8 @@ def main() -> None:
     base = [c.ratio(c.pick(c.full)) for c in cs]
     rows = [summary(name, [c.ratio(rule(c)) for c in cs], base) for name, rule in RULES.items()]
     rows += [summary(f"shipped, {k} compiled{' (as shipped)' if k == 12 else ''}",
-                     [c.ratio(shortlisted(c, k)) for c in cs], base) for k in COMPILED]  # fmt: skip
+                     [c.ratio(shortlisted(c.full, c.free, c.spills, k)) for c in cs], base)
+             for k in COMPILED]  # fmt: skip
     print(f"\nheld out by kernel, {len(cs)} buckets; mended / new: against the shipped model's "
           "pick with every config compiled\n")  # fmt: skip
     print("| way | geomean | worst | within 1.25× | mended | new misses |")

@@ -836,6 +836,9 @@ def test_the_replayed_shortlist_widens_past_spills_and_picks_by_the_full_scores(
     assert shortlisted(full, first, [False] * 5) == 2  # of rows 0 and 2
     assert shortlisted(full, first, [True, False, True, False, False]) == 3  # 0, 2 spill
     assert shortlisted(full, first, [True] * 5) == 4  # all spill: the best of all
+    # another size, as benchmarks/costmodel_bagged.py replays: 3 compiled, 3 more past spills
+    assert shortlisted(full, first, [False] * 5, compiled=3) == 3  # of rows 0, 2 and 3
+    assert shortlisted(full, first, [True, False, True, True, False], compiled=3) == 4
 
 
 def test_eval_command_scores_each_kernel_held_out_and_in_sample(

@@ -62,10 +62,15 @@ def score(model: Model, e: Example) -> Scored:
                   ids[fastest], e.times[shipped] / best, e.times[full] / best)  # fmt: skip
 
 
-def shortlisted(scores: Sequence[float], first: Sequence[float], spills: Sequence[bool]) -> int:
+def shortlisted(
+    scores: Sequence[float],
+    first: Sequence[float],
+    spills: Sequence[bool],
+    compiled: int | None = None,
+) -> int:
     """The row a CPU-only build ships (``predict.chooser``, replayed on a bucket's rows):
-    the ``PREFILTER`` best of the compile-free scores ``first`` compiled, ``PREFILTER``
-    more while every one compiled spills; of those compiled, the best-scored (``scores``:
+    the ``PREFILTER`` (or ``compiled``) best of the compile-free scores ``first`` compiled,
+    as many more while every one compiled spills; of those compiled, the best-scored (``scores``:
     the full rows') that does not spill, or the best-scored where all spill. The build
     also knows the configs other buckets' shortlists compiled, and scores a compiled
     config's row among rows of configs not compiled, where this scores it among compiled
@@ -73,12 +78,12 @@ def shortlisted(scores: Sequence[float], first: Sequence[float], spills: Sequenc
     costmodel_candidates.py score the build's own picks."""
     from .predict import PREFILTER
 
+    step = compiled or PREFILTER
     order = best_first(first, [False] * len(first))
-    k = PREFILTER
+    k = step
     while all(spills[i] for i in order[:k]) and k < len(order):
-        k += PREFILTER
-    compiled = order[:k]
-    return min(compiled, key=lambda i: (spills[i], -scores[i], i))
+        k += step
+    return min(order[:k], key=lambda i: (spills[i], -scores[i], i))
 
 
 def evaluated(ds: Dataset) -> list[Example]:
