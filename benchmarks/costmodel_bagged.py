@@ -65,12 +65,12 @@ class Case:
     def ratio(self, i: int) -> float:
         return self.times[i] / min(self.times)
 
-    def pick(self, values: Sequence[float], among: Sequence[int] | None = None) -> int:
-        """The best-valued config of ``among`` (all by default), passing over spilling ones
-        where one does not spill, as builds do; ties to the first."""
-        idx = list(range(len(self.times)) if among is None else among)
-        mixed = any(self.spills[i] for i in idx) and not all(self.spills[i] for i in idx)
-        return min(idx, key=lambda i: (mixed and self.spills[i], -values[i], i))
+    def pick(self, values: Sequence[float]) -> int:
+        """The best-valued config, passing over spilling ones where one does not spill, as
+        builds do (``model.best_first``)."""
+        from aot.costmodel.model import best_first
+
+        return best_first(values, self.spills)[0]
 
 
 def cases(n_members: int) -> list[Case]:
@@ -188,6 +188,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.members < 2:
         sys.exit("costmodel_bagged: --members needs at least 2")
+    if args.json and not args.json.parent.is_dir():  # said before the minutes of training
+        sys.exit(f"costmodel_bagged: --json {args.json}: no folder {args.json.parent}")
     cs = cases(args.members)
     base = [c.ratio(c.pick(c.full)) for c in cs]
     rows = [summary(name, [c.ratio(rule(c)) for c in cs], base) for name, rule in RULES.items()]
